@@ -1,0 +1,78 @@
+"""Engine options. Unknown options are an error that lists the valid ones."""
+from dataclasses import dataclass, field, fields
+
+import torch
+
+
+@dataclass
+class EngineConfig:
+    model: str
+    tokenizer: str | None = None
+    load_format: str = "auto"  # "auto" | "dummy" (random weights with the model's shapes)
+    dtype: str = "auto"  # "auto" (bf16 on GPU, fp32 on CPU) | "bfloat16" | "float16" | "float32"
+    device: str = "auto"  # "auto" | "cuda" | "cpu"
+    seed: int = 0
+    # Compressed PagedAttention: KV budget in tokens per request; None = Full KV.
+    budget: int | None = None
+    block_size: int = 256
+    observation_window: int = 16
+    compression: dict = field(default_factory=dict)  # scoring switches, see zipage.compression
+    # Scheduling and memory.
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    max_model_len: int | None = None
+    gpu_memory_utilization: float = 0.9
+    kv_cache_tokens: int | None = None  # explicit KV pool size (tokens); default on CPU
+    enable_prefix_caching: bool = True
+    enforce_eager: bool = False  # True disables CUDA graphs for decode
+    tensor_parallel_size: int = 1
+
+    @classmethod
+    def from_kwargs(cls, model: str, **kwargs) -> "EngineConfig":
+        valid = {f.name for f in fields(cls)} - {"model"}
+        unknown = sorted(set(kwargs) - valid)
+        if unknown:
+            raise TypeError(f"unknown engine option(s) {', '.join(unknown)}; "
+                            f"valid options: {', '.join(sorted(valid))}")
+        return cls(model=model, **kwargs)
+
+    def __post_init__(self):
+        b = self.block_size
+        if b < 16 or b & (b - 1):
+            raise ValueError(f"block_size must be a power of two >= 16, got {b}")
+        if self.budget is not None:
+            if self.budget <= 0 or self.budget % b:
+                raise ValueError(f"budget must be a positive multiple of block_size ({b}), "
+                                 f"got {self.budget}")
+            if self.observation_window > self.budget:
+                raise ValueError("observation_window must not exceed the budget")
+        if self.load_format not in ("auto", "dummy"):
+            raise ValueError(f"load_format must be 'auto' or 'dummy', got {self.load_format!r}")
+        if self.device not in ("auto", "cuda", "cpu"):
+            raise ValueError(f"device must be 'auto', 'cuda' or 'cpu', got {self.device!r}")
+        if self.tensor_parallel_size != 1:
+            raise ValueError("tensor_parallel_size > 1 is not supported yet")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ValueError("gpu_memory_utilization must be in (0, 1]")
+        if self.max_num_batched_tokens < b:
+            raise ValueError("max_num_batched_tokens must be at least one block")
+
+    @property
+    def num_kept_blocks(self) -> int | None:
+        return None if self.budget is None else self.budget // self.block_size
+
+    def torch_device(self) -> torch.device:
+        if self.device == "auto":
+            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if self.device == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("device='cuda' but no CUDA GPU is available")
+        return torch.device(self.device)
+
+    def torch_dtype(self, device: torch.device) -> torch.dtype:
+        if self.dtype == "auto":
+            return torch.bfloat16 if device.type == "cuda" else torch.float32
+        try:
+            return {"bfloat16": torch.bfloat16, "float16": torch.float16,
+                    "float32": torch.float32}[self.dtype]
+        except KeyError:
+            raise ValueError(f"unsupported dtype {self.dtype!r}") from None

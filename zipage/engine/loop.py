@@ -1,0 +1,94 @@
+"""The step loop behind ``LLM.generate``: schedule, execute, post-process, report."""
+import time
+
+from tqdm.auto import tqdm
+
+from zipage.engine.sequence import Sequence
+from zipage.outputs import CompletionOutput, GenerateStats, RequestOutput
+
+
+def _stop_string_hit(llm, seq: Sequence) -> str | None:
+    stops = seq.params.stop
+    if not stops or llm.tokenizer is None:
+        return None
+    tail = llm.tokenizer.decode(seq.output_token_ids[-64:], skip_special_tokens=False)
+    return next((s for s in stops if s in tail), None)
+
+
+def _completion(llm, seq: Sequence) -> CompletionOutput:
+    ids = seq.output_token_ids
+    text = ""
+    if llm.tokenizer is not None:
+        text = llm.tokenizer.decode(ids, skip_special_tokens=seq.params.skip_special_tokens)
+        for stop in seq.params.stop:
+            if stop in text:
+                text = text[:text.index(stop)]
+    metrics = dict(arrival_time=seq.arrival_time, first_token_time=seq.first_token_time,
+                   finish_time=seq.finish_time, num_compressions=seq.num_compressions,
+                   peak_kv_tokens=seq.peak_kv_tokens, num_preemptions=seq.num_preemptions)
+    return CompletionOutput(seq.sample_index, text, ids, seq.finish_reason, metrics)
+
+
+def run_requests(llm, prompts, params, use_tqdm, on_sample):
+    scheduler, runner = llm.scheduler, llm.runner
+    results: list[RequestOutput] = []
+    seqs: list[Sequence] = []
+    start = time.perf_counter()
+    for i, (prompt, p) in enumerate(zip(prompts, params)):
+        ids = llm._encode(prompt)
+        error = llm._check_prompt(ids)
+        results.append(RequestOutput(i, prompt if isinstance(prompt, str) else None, ids, [], error))
+        if error:
+            continue
+        for k in range(p.n):
+            seq = Sequence(ids, p, llm.config.block_size, i, k, llm._seed(p, i, k))
+            seq.arrival_time = start
+            seqs.append(seq)
+            scheduler.add(seq)
+    stats = GenerateStats(num_kv_blocks=llm.num_kv_blocks, max_concurrency=llm.max_concurrency)
+    preempt0, compress0 = scheduler.num_preemptions, runner.compression_time_s
+    bar = tqdm(total=len(seqs), desc="generate", disable=not use_tqdm, dynamic_ncols=True)
+    running_sum = 0
+    while scheduler.has_unfinished:
+        out = scheduler.schedule()
+        if out.is_empty:
+            raise RuntimeError(f"scheduler made no progress: {len(scheduler.running)} running, "
+                               f"{len(scheduler.waiting)} waiting, "
+                               f"{llm.block_manager.num_free_blocks} free blocks")
+        stats.num_steps += 1
+        running_sum += len(scheduler.running)
+        stats.peak_running = max(stats.peak_running, len(scheduler.running))
+        sampled = runner.execute(out)
+        finished = scheduler.postprocess(out, sampled, llm.eos_token_ids)
+        now = time.perf_counter()
+        for seq in out.seqs:
+            if seq.seq_id in sampled:
+                seq.first_token_time = seq.first_token_time or now
+                if not seq.is_finished and _stop_string_hit(llm, seq):
+                    scheduler.finish_early(seq, "stop")
+                    finished.append(seq)
+        for seq in finished:
+            seq.finish_time = now
+            stats.num_output_tokens += seq.num_output_tokens
+            completion = _completion(llm, seq)
+            results[seq.prompt_index].outputs.append(completion)
+            if on_sample is not None:
+                on_sample(seq.prompt_index, completion)
+        if finished:
+            bar.update(len(finished))
+        if use_tqdm and stats.num_steps % 8 == 0:
+            elapsed = max(now - start, 1e-9)
+            done = stats.num_output_tokens + sum(s.num_output_tokens for s in scheduler.running)
+            bar.set_postfix(out_tok_s=f"{done / elapsed:.0f}", running=len(scheduler.running),
+                            waiting=len(scheduler.waiting), refresh=False)
+    bar.close()
+    stats.wall_time_s = time.perf_counter() - start
+    stats.num_prompt_tokens = sum(seq.num_prompt_tokens for seq in seqs)
+    stats.mean_running = running_sum / max(stats.num_steps, 1)
+    stats.num_preemptions = scheduler.num_preemptions - preempt0
+    stats.compression_time_s = runner.compression_time_s - compress0
+    stats.num_compressions = sum(seq.num_compressions for seq in seqs)
+    llm.last_stats = stats
+    for r in results:
+        r.outputs.sort(key=lambda c: c.index)
+    return results

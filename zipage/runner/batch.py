@@ -1,0 +1,100 @@
+"""Turn a SchedulerOutput into flat tensors for one forward pass (host-side work only)."""
+from dataclasses import dataclass
+
+import torch
+
+from zipage.engine.scheduler import SchedulerOutput
+from zipage.layers.attention import AttentionMetadata
+
+
+@dataclass
+class SampleRequest:
+    rows: list[int]  # token row whose logits are sampled, one per request that samples
+    seq_ids: list[int]
+    temperature: list[float]
+    top_k: list[int]
+    top_p: list[float]
+    min_p: list[float]
+    seeds: list[int]
+    positions: list[int]  # logical position of the token being generated
+
+
+@dataclass
+class Batch:
+    input_ids: list[int]
+    positions: list[int]
+    slots: list[int]
+    query_slots: list[int]
+    num_decode: int
+    decode_tables: list[list[int]]
+    decode_context_lens: list[int]
+    prefill_tables: list[list[int]]
+    prefill_q_lens: list[int]
+    prefill_context_lens: list[int]
+    sample: SampleRequest
+
+
+def build_batch(out: SchedulerOutput, block_size: int, window: int) -> Batch:
+    b = block_size
+    ids, pos, slots, qslots = [], [], [], []
+    dec_tables, dec_lens, pre_tables, pre_q, pre_lens = [], [], [], [], []
+    s = SampleRequest([], [], [], [], [], [], [], [])
+    for seq, n in zip(out.seqs, out.num_new_tokens):
+        start, phys = seq.num_computed, seq.phys_len
+        ids += seq.token_ids[start:start + n]
+        pos += range(start, start + n)
+        table = seq.block_table
+        slots += [table[p // b] * b + p % b for p in range(phys, phys + n)]
+        if seq.query_slot >= 0:
+            # Only the last W tokens reach the ring; earlier ones would collide in one launch.
+            qslots += [-1] * max(0, n - window)
+            qslots += [seq.query_slot * window + t % window for t in range(max(start, start + n - window), start + n)]
+        else:
+            qslots += [-1] * n
+        if n == 1:
+            dec_tables.append(table)
+            dec_lens.append(phys + 1)
+        else:
+            pre_tables.append(table)
+            pre_q.append(n)
+            pre_lens.append(phys + n)
+        if start + n == len(seq):
+            p = seq.params
+            s.rows.append(len(ids) - 1)
+            s.seq_ids.append(seq.seq_id)
+            s.temperature.append(p.temperature)
+            s.top_k.append(p.top_k)
+            s.top_p.append(p.top_p)
+            s.min_p.append(p.min_p)
+            s.seeds.append(seq.seed)
+            s.positions.append(len(seq))
+    return Batch(ids, pos, slots, qslots, len(dec_lens), dec_tables, dec_lens,
+                 pre_tables, pre_q, pre_lens, s)
+
+
+def pad_tables(tables: list[list[int]], width: int | None = None) -> list[list[int]]:
+    width = width or max((len(t) for t in tables), default=1)
+    return [t + [-1] * (width - len(t)) for t in tables]
+
+
+def attention_metadata(batch: Batch, device, with_queries: bool) -> AttentionMetadata:
+    def i32(x):
+        return torch.tensor(x, dtype=torch.int32, device=device)
+
+    meta = AttentionMetadata(
+        slot_mapping=torch.tensor(batch.slots, dtype=torch.int64, device=device),
+        num_decode=batch.num_decode,
+        query_slot_mapping=torch.tensor(batch.query_slots, dtype=torch.int64, device=device)
+        if with_queries else None)
+    if batch.num_decode:
+        meta.decode_block_tables = i32(pad_tables(batch.decode_tables))
+        meta.decode_context_lens = i32(batch.decode_context_lens)
+    if batch.prefill_q_lens:
+        cu = [0]
+        for q in batch.prefill_q_lens:
+            cu.append(cu[-1] + q)
+        meta.prefill_block_tables = i32(pad_tables(batch.prefill_tables))
+        meta.prefill_cu_seqlens_q = i32(cu)
+        meta.prefill_context_lens = i32(batch.prefill_context_lens)
+        meta.prefill_max_q_len = max(batch.prefill_q_lens)
+    return meta

@@ -1,0 +1,121 @@
+"""Executes scheduler decisions on one device: compress, forward, sample. No policy here."""
+import time
+
+import torch
+
+from zipage.config import EngineConfig
+from zipage.engine.scheduler import SchedulerOutput
+from zipage.layers.attention import AttentionMetadata
+from zipage.layers.sampler import sample
+from zipage.models.decoder import CausalLM
+from zipage.runner.batch import Batch, attention_metadata, build_batch
+from zipage.runner.cuda_graph import DecodeGraphs
+from zipage.runner.memory import MemoryPlan, plan_memory
+
+
+class ModelRunner:
+    def __init__(self, cfg: EngineConfig, model: CausalLM, device: torch.device,
+                 dtype: torch.dtype, max_model_len: int):
+        self.cfg, self.model, self.device, self.dtype = cfg, model, device, dtype
+        self.spec = model.spec
+        self.block_size = cfg.block_size
+        self.window = cfg.observation_window
+        self.max_model_len = max_model_len
+        self.compression_time_s = 0.0
+        peak = self._profile_peak_memory() if device.type == "cuda" else 0
+        self.plan: MemoryPlan = plan_memory(self.spec, cfg, dtype, device, peak, reserve_bytes=0)
+        self._allocate_caches()
+        self.compressor = None
+        if cfg.budget is not None:
+            from zipage.runner.compressor import Compressor
+            self.compressor = Compressor(cfg, self)
+        self.graphs = None
+        if device.type == "cuda" and not cfg.enforce_eager:
+            width = (cfg.num_kept_blocks + 1 if cfg.budget is not None
+                     else -(-max_model_len // self.block_size))
+            self.graphs = DecodeGraphs(self, max_batch=cfg.max_num_seqs, table_width=width)
+
+    # -- setup ------------------------------------------------------------------------------
+    def _allocate_caches(self):
+        s, p, b = self.spec, self.plan, self.block_size
+        shape = (2, s.num_layers, p.num_blocks, b, s.num_kv_heads, s.head_dim)
+        self.kv_cache = torch.zeros(shape, dtype=self.dtype, device=self.device)
+        self.query_cache = None
+        if p.num_query_slots:
+            self.query_cache = torch.zeros(s.num_layers, p.num_query_slots, self.window,
+                                           s.num_heads, s.head_dim, dtype=self.dtype, device=self.device)
+        self.score_cache = None
+        if self.cfg.budget is not None and self.cfg.compression.get("use_global_score", False):
+            self.score_cache = torch.zeros(s.num_layers, p.num_blocks, b, s.num_kv_heads,
+                                           dtype=self.dtype, device=self.device)
+        for i, layer in enumerate(self.model.model.layers):
+            attn = layer.self_attn
+            attn.k_cache, attn.v_cache = self.kv_cache[0, i], self.kv_cache[1, i]
+            attn.q_cache = None if self.query_cache is None else self.query_cache[i]
+
+    @torch.inference_mode()
+    def _profile_peak_memory(self) -> int:
+        """Peak bytes of weights plus the largest prefill step, measured on a scratch cache."""
+        s, b = self.spec, self.block_size
+        tokens = min(self.cfg.max_num_batched_tokens, self.max_model_len)
+        blocks = -(-tokens // b)
+        scratch = torch.zeros(2, blocks, b, s.num_kv_heads, s.head_dim, dtype=self.dtype, device=self.device)
+        for layer in self.model.model.layers:
+            layer.self_attn.k_cache, layer.self_attn.v_cache = scratch[0], scratch[1]
+            layer.self_attn.q_cache = None
+        torch.cuda.reset_peak_memory_stats(self.device)
+        meta = AttentionMetadata(
+            slot_mapping=torch.arange(tokens, device=self.device), num_decode=0,
+            prefill_block_tables=torch.arange(blocks, dtype=torch.int32, device=self.device)[None],
+            prefill_cu_seqlens_q=torch.tensor([0, tokens], dtype=torch.int32, device=self.device),
+            prefill_context_lens=torch.tensor([tokens], dtype=torch.int32, device=self.device),
+            prefill_max_q_len=tokens)
+        ids = torch.zeros(tokens, dtype=torch.int64, device=self.device)
+        hidden = self.model(ids, torch.arange(tokens, device=self.device), meta)
+        rows = min(self.cfg.max_num_seqs, tokens)
+        self.model.logits(hidden[:rows]).softmax(-1)
+        torch.cuda.synchronize(self.device)
+        peak = torch.cuda.max_memory_allocated(self.device)
+        del scratch, hidden
+        torch.cuda.empty_cache()
+        return peak
+
+    # -- one step ---------------------------------------------------------------------------
+    @torch.inference_mode()
+    def execute(self, out: SchedulerOutput) -> dict[int, int]:
+        if out.compressions:
+            t0 = time.perf_counter()
+            self.compressor.run(out.compressions)
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            self.compression_time_s += time.perf_counter() - t0
+        if not out.seqs:
+            return {}
+        batch = build_batch(out, self.block_size, self.window)
+        hidden = self._forward(batch)
+        return self._sample(batch, hidden)
+
+    def _forward(self, batch: Batch) -> torch.Tensor:
+        n = len(batch.input_ids)
+        if self.graphs is not None and batch.num_decode == n and self.graphs.fits(n):
+            return self.graphs.run(batch)
+        meta = attention_metadata(batch, self.device, self.query_cache is not None)
+        ids = torch.tensor(batch.input_ids, dtype=torch.int64, device=self.device)
+        pos = torch.tensor(batch.positions, dtype=torch.int64, device=self.device)
+        return self.model(ids, pos, meta)
+
+    def _sample(self, batch: Batch, hidden: torch.Tensor) -> dict[int, int]:
+        s = batch.sample
+        if not s.rows:
+            return {}
+        dev = self.device
+        rows = torch.tensor(s.rows, dtype=torch.int64, device=dev)
+        logits = self.model.logits(hidden[rows])
+        f32 = lambda x: torch.tensor(x, dtype=torch.float32, device=dev)  # noqa: E731
+        i64 = lambda x: torch.tensor(x, dtype=torch.int64, device=dev)  # noqa: E731
+        tokens = sample(logits, f32(s.temperature), i64(s.top_k), f32(s.top_p), f32(s.min_p),
+                        i64(s.seeds), i64(s.positions),
+                        all_greedy=all(t == 0 for t in s.temperature),
+                        use_min_p=any(m > 0 for m in s.min_p),
+                        use_top_k_p=any(k > 0 for k in s.top_k) or any(p < 1 for p in s.top_p))
+        return dict(zip(s.seq_ids, tokens.tolist()))

@@ -1,0 +1,45 @@
+"""Per-request sampling settings, shaped like vLLM's."""
+from dataclasses import dataclass, field
+
+
+@dataclass
+class SamplingParams:
+    """How to sample one prompt. ``temperature=0`` means greedy decoding.
+
+    ``seed`` makes sampling reproducible whatever else is in the batch: sample ``i`` of
+    ``n`` uses seed ``seed + i``. Without a seed, the engine's seed and the request index
+    are used, so a run is still reproducible as a whole.
+    """
+
+    n: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    min_p: float = 0.0
+    seed: int | None = None
+    max_tokens: int = 16
+    stop: list[str] | str | None = None
+    stop_token_ids: list[int] | None = None
+    ignore_eos: bool = False
+    skip_special_tokens: bool = True
+
+    def __post_init__(self):
+        if isinstance(self.stop, str):
+            self.stop = [self.stop]
+        self.stop = list(self.stop or [])
+        self.stop_token_ids = list(self.stop_token_ids or [])
+        checks = [
+            (self.n >= 1, f"n must be >= 1, got {self.n}"),
+            (self.temperature >= 0, f"temperature must be >= 0, got {self.temperature}"),
+            (0 < self.top_p <= 1, f"top_p must be in (0, 1], got {self.top_p}"),
+            (self.top_k == -1 or self.top_k >= 1, f"top_k must be -1 or >= 1, got {self.top_k}"),
+            (0 <= self.min_p <= 1, f"min_p must be in [0, 1], got {self.min_p}"),
+            (self.max_tokens >= 1, f"max_tokens must be >= 1, got {self.max_tokens}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(message)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
