@@ -1,0 +1,114 @@
+"""BlockManager bookkeeping with exact block ids, ref counts and free-queue order."""
+from zipage.engine.block_manager import BlockManager
+from zipage.engine.sequence import Sequence
+from zipage.sampling_params import SamplingParams
+
+B = 4
+
+
+def make_seq(tokens):
+    return Sequence(tokens, SamplingParams(max_tokens=8), block_size=B)
+
+
+def grow(bm, seq, n):
+    """Allocate and mark ``n`` more tokens as computed (what a scheduled step does)."""
+    bm.append_slots(seq, n)
+    seq.num_computed += n
+    bm.register_full_blocks(seq)
+
+
+def test_allocation_takes_blocks_in_free_queue_order():
+    bm = BlockManager(num_blocks=6, block_size=B)
+    seq = make_seq(list(range(10)))
+    assert bm.blocks_needed(seq, 10) == 3
+    grow(bm, seq, 10)
+    assert seq.block_table == [0, 1, 2]
+    assert [bm.blocks[i].ref_count for i in range(6)] == [1, 1, 1, 0, 0, 0]
+    assert list(bm.free_queue) == [3, 4, 5]
+
+
+def test_free_returns_blocks_in_reverse_order_and_keeps_hashes():
+    bm = BlockManager(num_blocks=6, block_size=B)
+    seq = make_seq(list(range(10)))
+    grow(bm, seq, 10)
+    bm.free(seq)
+    assert list(bm.free_queue) == [3, 4, 5, 2, 1, 0]
+    assert bm.blocks[0].hash is not None and bm.blocks[1].hash is not None
+    assert bm.blocks[2].hash is None  # partial block: never hashed
+
+
+def test_prefix_hit_shares_full_blocks_and_leaves_one_token_to_compute():
+    bm = BlockManager(num_blocks=8, block_size=B)
+    first = make_seq(list(range(9)))
+    grow(bm, first, 9)
+    second = make_seq(list(range(8)) + [99, 98])
+    assert bm.allocate_prefix(second) == 8
+    assert second.block_table == [0, 1]
+    assert bm.blocks[0].ref_count == 2 and bm.blocks[1].ref_count == 2
+    # A prompt that is entirely cached still computes its last block (it needs logits).
+    third = make_seq(list(range(8)))
+    assert bm.allocate_prefix(third) == 4
+    assert third.block_table == [0]
+    assert bm.blocks[0].ref_count == 3
+
+
+def test_hit_on_a_freed_cached_block_takes_it_back_from_the_free_queue():
+    bm = BlockManager(num_blocks=4, block_size=B)
+    first = make_seq(list(range(8)) + [7])
+    grow(bm, first, 9)
+    bm.free(first)
+    assert list(bm.free_queue) == [3, 2, 1, 0]
+    again = make_seq(list(range(8)) + [5])
+    assert bm.allocate_prefix(again) == 8
+    assert again.block_table == [0, 1]
+    assert list(bm.free_queue) == [3, 2]
+
+
+def test_reused_free_block_loses_its_hash():
+    bm = BlockManager(num_blocks=2, block_size=B)
+    first = make_seq([1, 2, 3, 4, 5])
+    grow(bm, first, 5)
+    bm.free(first)  # queue: [1, 0]; block 0 holds hash of [1,2,3,4]
+    other = make_seq([9, 9, 9, 9, 9, 9, 9, 9, 9])
+    grow(bm, other, 8)
+    assert other.block_table == [1, 0]
+    assert bm.allocate_prefix(make_seq([1, 2, 3, 4, 5])) == 0
+
+
+def test_no_prefix_caching_means_no_hits():
+    bm = BlockManager(num_blocks=8, block_size=B, enable_prefix_caching=False)
+    first = make_seq(list(range(9)))
+    grow(bm, first, 9)
+    assert bm.allocate_prefix(make_seq(list(range(9)))) == 0
+
+
+def test_compression_plan_in_place_and_with_shared_prefix():
+    bm = BlockManager(num_blocks=12, block_size=B)
+    owner = make_seq(list(range(13)))
+    grow(bm, owner, 13)  # blocks [0..3], 3 full hashed blocks
+    sharer = make_seq(list(range(8)) + [50] * 9)
+    assert bm.allocate_prefix(sharer) == 8  # shares blocks 0, 1
+    grow(bm, sharer, 9)
+    assert sharer.block_table == [0, 1, 4, 5, 6]
+    target, release = bm.plan_compression(sharer, num_kept_blocks=2)
+    # Shared blocks 0 and 1 are replaced by fresh ones; block 4 is rewritten in place.
+    assert target == [7, 8, 4]
+    assert release == [0, 1, 5, 6]
+    assert bm.blocks[4].hash is None
+    bm.release_blocks(release)
+    assert bm.blocks[0].ref_count == 1 and bm.blocks[1].ref_count == 1
+    assert list(bm.free_queue) == [9, 10, 11, 5, 6]
+    # An unshared request compresses fully in place.
+    target, release = bm.plan_compression(owner, num_kept_blocks=2)
+    assert target == [0, 1, 2] and release == [3]
+
+
+def test_compression_plan_fails_without_free_blocks_for_shared_prefix():
+    bm = BlockManager(num_blocks=5, block_size=B)
+    owner = make_seq(list(range(9)))
+    grow(bm, owner, 9)
+    sharer = make_seq(list(range(8)) + [1, 1, 1, 1])
+    bm.allocate_prefix(sharer)
+    grow(bm, sharer, 4)
+    assert bm.num_free_blocks == 1
+    assert bm.plan_compression(sharer, num_kept_blocks=1) is None
