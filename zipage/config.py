@@ -1,7 +1,11 @@
 """Engine options. Unknown options are an error that lists the valid ones."""
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 import torch
+
+from zipage.compression.config import CompressionConfig
+
+COMPRESSION_OPTIONS = {f.name for f in fields(CompressionConfig)} - {"observation_window"}
 
 
 @dataclass
@@ -16,7 +20,10 @@ class EngineConfig:
     budget: int | None = None
     block_size: int = 256
     observation_window: int = 16
-    compression: dict = field(default_factory=dict)  # scoring switches, see zipage.compression
+    # Scoring switches (zipage.compression.CompressionConfig); also accepted as flat options.
+    compression: CompressionConfig | dict = field(default_factory=CompressionConfig)
+    compress_layer_chunk: int = 8  # layers scored together (bounds transient memory)
+    profile_compression: bool = False  # per-stage compression times (one sync per step)
     # Scheduling and memory.
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
@@ -30,13 +37,25 @@ class EngineConfig:
     @classmethod
     def from_kwargs(cls, model: str, **kwargs) -> "EngineConfig":
         valid = {f.name for f in fields(cls)} - {"model"}
-        unknown = sorted(set(kwargs) - valid)
+        unknown = sorted(set(kwargs) - valid - COMPRESSION_OPTIONS)
         if unknown:
-            raise TypeError(f"unknown engine option(s) {', '.join(unknown)}; "
-                            f"valid options: {', '.join(sorted(valid))}")
+            raise TypeError(f"unknown engine option(s) {', '.join(unknown)}; valid options: "
+                            f"{', '.join(sorted(valid | COMPRESSION_OPTIONS))}")
+        flat = {k: kwargs.pop(k) for k in list(kwargs) if k in COMPRESSION_OPTIONS}
+        base = kwargs.get("compression", {})
+        base = base if isinstance(base, dict) else {
+            f.name: getattr(base, f.name) for f in fields(CompressionConfig)}
+        kwargs["compression"] = {**base, **flat}
         return cls(model=model, **kwargs)
 
     def __post_init__(self):
+        if isinstance(self.compression, dict):
+            unknown = sorted(set(self.compression) - COMPRESSION_OPTIONS - {"observation_window"})
+            if unknown:
+                raise TypeError(f"unknown compression option(s) {', '.join(unknown)}; valid: "
+                                f"{', '.join(sorted(COMPRESSION_OPTIONS))}")
+            self.compression = CompressionConfig(**self.compression)
+        self.compression = replace(self.compression, observation_window=self.observation_window)
         b = self.block_size
         if b < 16 or b & (b - 1):
             raise ValueError(f"block_size must be a power of two >= 16, got {b}")
@@ -44,8 +63,8 @@ class EngineConfig:
             if self.budget <= 0 or self.budget % b:
                 raise ValueError(f"budget must be a positive multiple of block_size ({b}), "
                                  f"got {self.budget}")
-            if self.observation_window > self.budget:
-                raise ValueError("observation_window must not exceed the budget")
+            if self.observation_window + self.compression.num_sink_tokens > self.budget:
+                raise ValueError("observation_window + num_sink_tokens must not exceed the budget")
         if self.load_format not in ("auto", "dummy"):
             raise ValueError(f"load_format must be 'auto' or 'dummy', got {self.load_format!r}")
         if self.device not in ("auto", "cuda", "cpu"):

@@ -13,8 +13,8 @@ def make_seq(tokens):
 def grow(bm, seq, n):
     """Allocate and mark ``n`` more tokens as computed (what a scheduled step does)."""
     bm.append_slots(seq, n)
+    bm.register_full_blocks(seq, seq.num_computed + n)
     seq.num_computed += n
-    bm.register_full_blocks(seq)
 
 
 def test_allocation_takes_blocks_in_free_queue_order():

@@ -33,6 +33,7 @@ class BlockManager:
         self.blocks = [Block(i) for i in range(num_blocks)]
         self.free_queue: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))
         self.hash_to_block: dict[int, int] = {}
+        self.num_hit_tokens = 0  # prefix-cache hits, for reports and tests
 
     @property
     def num_free_blocks(self) -> int:
@@ -83,6 +84,7 @@ class BlockManager:
             hits.append(block_id)
         seq.block_table = [self._take(i) for i in hits]
         seq.num_computed = len(hits) * b
+        self.num_hit_tokens += seq.num_computed
         return seq.num_computed
 
     def can_append(self, seq: Sequence, num_new_tokens: int) -> bool:
@@ -103,14 +105,19 @@ class BlockManager:
             self._release(block_id)
 
     # -- prefix hashing -------------------------------------------------------------------
-    def register_full_blocks(self, seq: Sequence) -> None:
-        """Hash the blocks that became full; only uncompressed requests (their blocks hold
-        exactly the logical tokens)."""
-        if not self.enable_prefix_caching or seq.is_compressed:
+    def register_full_blocks(self, seq: Sequence, num_tokens: int) -> None:
+        """Hash the blocks full within the first ``num_tokens`` tokens.
+
+        Called when a step is scheduled: a block computed in this step can already be hit by
+        a request admitted in the same step (every layer writes K/V before attending), which
+        is how the ``n`` samples of a prompt share its blocks. Only uncompressed requests
+        hash: their blocks hold exactly the logical tokens.
+        """
+        if not self.enable_prefix_caching or seq.num_evicted:
             return
         b = self.block_size
         prev = None
-        for i in range(seq.num_computed // b):
+        for i in range(num_tokens // b):
             block = self.blocks[seq.block_table[i]]
             tokens = seq.token_ids[i * b:(i + 1) * b]
             if block.hash is None:

@@ -121,6 +121,7 @@ class Scheduler:
             if task is not None:
                 out.compressions.append(task)
             bm.append_slots(seq, num_new)
+            bm.register_full_blocks(seq, seq.num_computed + num_new)
             rows.append((seq, num_new))
             scheduled.add(seq.seq_id)
             budget -= num_new
@@ -143,6 +144,7 @@ class Scheduler:
                 break
             self.waiting.popleft()
             bm.append_slots(seq, num_new)
+            bm.register_full_blocks(seq, seq.num_computed + num_new)
             seq.status = Status.RUNNING
             if self.cfg.num_query_slots:
                 seq.query_slot = self.free_slots.pop()
@@ -160,7 +162,6 @@ class Scheduler:
         for seq, num_new in zip(out.seqs, out.num_new_tokens):
             seq.num_computed += num_new
             seq.peak_kv_tokens = max(seq.peak_kv_tokens, seq.phys_len)
-            self.block_manager.register_full_blocks(seq)
             token = sampled.get(seq.seq_id)
             if token is None:
                 continue  # a prefill chunk that did not reach the end of the prompt

@@ -38,7 +38,7 @@ def bytes_per_query_slot(spec: ModelSpec, window: int, dtype: torch.dtype) -> in
 
 
 def plan_memory(spec, cfg, dtype, device, peak_bytes: int, reserve_bytes: int) -> MemoryPlan:
-    with_score = cfg.budget is not None and bool(cfg.compression.get("use_global_score", False))
+    with_score = cfg.budget is not None and bool(cfg.compression.use_global_score)
     block = bytes_per_block(spec, cfg.block_size, dtype, with_score)
     slots = cfg.max_num_seqs if cfg.budget is not None else 0
     slot_bytes = bytes_per_query_slot(spec, cfg.observation_window, dtype)

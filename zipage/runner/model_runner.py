@@ -45,7 +45,7 @@ class ModelRunner:
             self.query_cache = torch.zeros(s.num_layers, p.num_query_slots, self.window,
                                            s.num_heads, s.head_dim, dtype=self.dtype, device=self.device)
         self.score_cache = None
-        if self.cfg.budget is not None and self.cfg.compression.get("use_global_score", False):
+        if self.cfg.budget is not None and self.cfg.compression.use_global_score:
             self.score_cache = torch.zeros(s.num_layers, p.num_blocks, b, s.num_kv_heads,
                                            dtype=self.dtype, device=self.device)
         for i, layer in enumerate(self.model.model.layers):

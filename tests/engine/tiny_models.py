@@ -1,0 +1,47 @@
+"""Tiny random Hugging Face checkpoints of each supported architecture, for exactness tests."""
+import tempfile
+
+import torch
+from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config
+
+_COMMON = dict(vocab_size=384, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024)
+
+
+def tiny_config(arch: str):
+    if arch == "llama":
+        cfg = LlamaConfig(**_COMMON, rope_theta=10000.0)
+    elif arch == "qwen2":
+        cfg = Qwen2Config(**_COMMON, rope_theta=10000.0)
+    elif arch == "qwen3":
+        cfg = Qwen3Config(**_COMMON, head_dim=16, rope_theta=1000000.0)
+    else:
+        raise ValueError(arch)
+    cfg.architectures = [{"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
+                          "qwen3": "Qwen3ForCausalLM"}[arch]]
+    return cfg
+
+
+def tiny_checkpoint(arch: str, seed: int = 0):
+    """(folder, HF model) for a random tiny model saved as safetensors."""
+    torch.manual_seed(seed)
+    hf = AutoModelForCausalLM.from_config(tiny_config(arch), dtype=torch.float32).eval()
+    with torch.no_grad():  # bigger weights give peaked logits: no near-ties in greedy argmax
+        for p in hf.parameters():
+            if p.dim() > 1:
+                p.normal_(0.0, 0.15)
+    folder = tempfile.mkdtemp(prefix=f"tiny-{arch}-")
+    hf.save_pretrained(folder)
+    return folder, hf
+
+
+def hf_greedy(hf, prompt: list[int], max_new_tokens: int) -> list[int]:
+    with torch.no_grad():
+        out = hf.generate(torch.tensor([prompt]), max_new_tokens=max_new_tokens,
+                          min_new_tokens=max_new_tokens, do_sample=False, pad_token_id=0)
+    return out[0, len(prompt):].tolist()
+
+
+def random_prompts(lengths, vocab: int, seed: int = 1) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(0, vocab, (n,), generator=g).tolist() for n in lengths]

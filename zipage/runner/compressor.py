@@ -1,0 +1,45 @@
+"""Builds device tensors for the compression tasks of a step and runs the pipeline."""
+import torch
+
+from zipage.compression import CompressionBatch, compress_batch
+from zipage.engine.scheduler import CompressionTask
+
+
+def window_positions(num_computed: int, phys_len: int, window: int) -> list[int]:
+    """Physical index of the token whose query sits at ring index w (w = t % W)."""
+    first = num_computed - window
+    logical = [first + (w - first) % window for w in range(window)]
+    return [t - num_computed + phys_len for t in logical]
+
+
+class Compressor:
+    def __init__(self, cfg, runner):
+        self.cfg, self.runner = cfg, runner
+        self.num_keep = cfg.budget
+        self.stage_ms: dict[str, float] = {}
+
+    def build_batch(self, tasks: list[CompressionTask]) -> CompressionBatch:
+        W, b = self.cfg.observation_window, self.cfg.block_size
+        n_max = max(len(t.old_table) for t in tasks)
+        dev = self.runner.device
+
+        def i32(rows):
+            return torch.tensor(rows, dtype=torch.int32, device=dev)
+
+        return CompressionBatch(
+            slots=i32([t.seq.query_slot for t in tasks]),
+            block_tables=i32([t.old_table + [-1] * (n_max - len(t.old_table)) for t in tasks]),
+            target_tables=i32([t.target_table for t in tasks]),
+            phys_lens=i32([t.phys_len for t in tasks]),
+            window_pos=i32([window_positions(t.seq.num_computed, t.phys_len, W) for t in tasks]),
+            num_history=i32([self.num_keep if t.seq.is_compressed else 0 for t in tasks]),
+            num_keep=self.num_keep)
+
+    def run(self, tasks: list[CompressionTask]) -> None:
+        r = self.runner
+        times = compress_batch(r.kv_cache[0], r.kv_cache[1], r.query_cache, r.score_cache,
+                               self.build_batch(tasks), self.cfg.compression,
+                               layer_chunk=self.cfg.compress_layer_chunk,
+                               profile=self.cfg.profile_compression)
+        for name, ms in times.items():
+            self.stage_ms[name] = self.stage_ms.get(name, 0.0) + ms
