@@ -23,7 +23,8 @@ class ModelRunner:
         self.max_model_len = max_model_len
         self.compression_time_s = 0.0
         peak = self._profile_peak_memory() if device.type == "cuda" else 0
-        self.plan: MemoryPlan = plan_memory(self.spec, cfg, dtype, device, peak, reserve_bytes=0)
+        self.plan: MemoryPlan = plan_memory(self.spec, cfg, dtype, device, peak, reserve_bytes=0,
+                                              max_model_len=max_model_len)
         self._allocate_caches()
         self.compressor = None
         if cfg.budget is not None:
