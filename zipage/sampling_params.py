@@ -22,12 +22,19 @@ class SamplingParams:
     stop_token_ids: list[int] | None = None
     ignore_eos: bool = False
     skip_special_tokens: bool = True
+    # Teacher forcing (fidelity measurements): emit these tokens instead of sampling and
+    # record, per token, its log-probability and whether greedy would have chosen it.
+    forced_tokens: list[int] | None = None
 
     def __post_init__(self):
         if isinstance(self.stop, str):
             self.stop = [self.stop]
         self.stop = list(self.stop or [])
         self.stop_token_ids = list(self.stop_token_ids or [])
+        if self.forced_tokens is not None:
+            self.forced_tokens = [int(t) for t in self.forced_tokens]
+            self.max_tokens = len(self.forced_tokens)
+            self.ignore_eos = True
         checks = [
             (self.n >= 1, f"n must be >= 1, got {self.n}"),
             (self.temperature >= 0, f"temperature must be >= 0, got {self.temperature}"),

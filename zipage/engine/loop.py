@@ -26,6 +26,10 @@ def _completion(llm, seq: Sequence) -> CompletionOutput:
     metrics = dict(arrival_time=seq.arrival_time, first_token_time=seq.first_token_time,
                    finish_time=seq.finish_time, num_compressions=seq.num_compressions,
                    peak_kv_tokens=seq.peak_kv_tokens, num_preemptions=seq.num_preemptions)
+    records = llm.runner.teacher_records.pop(seq.seq_id, None)
+    if records is not None:
+        metrics["forced_logprobs"] = [lp for lp, _ in records]
+        metrics["forced_greedy_match"] = [m for _, m in records]
     return CompletionOutput(seq.sample_index, text, ids, seq.finish_reason, metrics)
 
 

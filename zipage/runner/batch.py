@@ -1,6 +1,7 @@
 """Turn a SchedulerOutput into flat tensors for one forward pass (host-side work only)."""
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from zipage.engine.scheduler import SchedulerOutput
@@ -17,6 +18,7 @@ class SampleRequest:
     min_p: list[float]
     seeds: list[int]
     positions: list[int]  # logical position of the token being generated
+    forced: list[int]  # teacher-forced token per row, -1 when sampling
 
 
 @dataclass
@@ -38,7 +40,7 @@ def build_batch(out: SchedulerOutput, block_size: int, window: int) -> Batch:
     b = block_size
     ids, pos, slots, qslots = [], [], [], []
     dec_tables, dec_lens, pre_tables, pre_q, pre_lens = [], [], [], [], []
-    s = SampleRequest([], [], [], [], [], [], [], [])
+    s = SampleRequest([], [], [], [], [], [], [], [], [])
     for seq, n in zip(out.seqs, out.num_new_tokens):
         start, phys = seq.num_computed, seq.phys_len
         ids += seq.token_ids[start:start + n]
@@ -68,24 +70,36 @@ def build_batch(out: SchedulerOutput, block_size: int, window: int) -> Batch:
             s.min_p.append(p.min_p)
             s.seeds.append(seq.seed)
             s.positions.append(len(seq))
+            forced = p.forced_tokens
+            s.forced.append(forced[seq.num_output_tokens] if forced else -1)
     return Batch(ids, pos, slots, qslots, len(dec_lens), dec_tables, dec_lens,
                  pre_tables, pre_q, pre_lens, s)
 
 
-def pad_tables(tables: list[list[int]], width: int | None = None) -> list[list[int]]:
+def pad_tables(tables: list[list[int]], width: int | None = None,
+               out: np.ndarray | None = None) -> np.ndarray:
+    """(len(tables), width) int32, -1 padded; numpy is far faster than nested lists."""
     width = width or max((len(t) for t in tables), default=1)
-    return [t + [-1] * (width - len(t)) for t in tables]
+    arr = np.full((len(tables), width), -1, dtype=np.int32) if out is None else out
+    if out is not None:
+        arr.fill(-1)
+    for i, t in enumerate(tables):
+        arr[i, :len(t)] = t
+    return arr
+
+
+def to_device(values, dtype, device) -> torch.Tensor:
+    return torch.from_numpy(np.asarray(values, dtype=dtype)).to(device, non_blocking=True)
 
 
 def attention_metadata(batch: Batch, device, with_queries: bool) -> AttentionMetadata:
     def i32(x):
-        return torch.tensor(x, dtype=torch.int32, device=device)
+        return to_device(x, np.int32, device)
 
     meta = AttentionMetadata(
-        slot_mapping=torch.tensor(batch.slots, dtype=torch.int64, device=device),
+        slot_mapping=to_device(batch.slots, np.int64, device),
         num_decode=batch.num_decode,
-        query_slot_mapping=torch.tensor(batch.query_slots, dtype=torch.int64, device=device)
-        if with_queries else None)
+        query_slot_mapping=to_device(batch.query_slots, np.int64, device) if with_queries else None)
     if batch.num_decode:
         meta.decode_block_tables = i32(pad_tables(batch.decode_tables))
         meta.decode_context_lens = i32(batch.decode_context_lens)

@@ -1,8 +1,9 @@
 """CUDA graphs for decode steps: one graph per padded batch size, sharing static inputs."""
+import numpy as np
 import torch
 
 from zipage.layers.attention import AttentionMetadata
-from zipage.runner.batch import Batch
+from zipage.runner.batch import Batch, pad_tables
 
 
 def _capture_sizes(max_batch: int) -> list[int]:
@@ -14,12 +15,16 @@ class DecodeGraphs:
     def __init__(self, runner, max_batch: int, table_width: int):
         self.runner, self.width = runner, table_width
         dev = runner.device
-        self.ids = torch.zeros(max_batch, dtype=torch.int64, device=dev)
-        self.pos = torch.zeros(max_batch, dtype=torch.int64, device=dev)
-        self.slots = torch.full((max_batch,), -1, dtype=torch.int64, device=dev)
-        self.qslots = torch.full((max_batch,), -1, dtype=torch.int64, device=dev)
-        self.tables = torch.full((max_batch, table_width), -1, dtype=torch.int32, device=dev)
+        # Static inputs: rows ids, positions, slots, query slots (int64); lens + tables (int32).
+        self.vectors = torch.zeros(4, max_batch, dtype=torch.int64, device=dev)
+        self.ids, self.pos, self.slots, self.qslots = self.vectors
+        self.lens_tables = torch.zeros(max_batch, table_width + 1, dtype=torch.int32, device=dev)
         self.lens = torch.zeros(max_batch, dtype=torch.int32, device=dev)
+        self.tables = self.lens_tables[:, 1:]
+        # Pinned host staging: two copies per step instead of one per input.
+        self.host_vectors = torch.zeros(4, max_batch, dtype=torch.int64).pin_memory()
+        self.host_lens = torch.zeros(max_batch, dtype=torch.int32).pin_memory()
+        self.host_tables = torch.zeros(max_batch, table_width, dtype=torch.int32).pin_memory()
         self.sizes = _capture_sizes(max_batch)
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self.outputs: dict[int, torch.Tensor] = {}
@@ -52,16 +57,15 @@ class DecodeGraphs:
     def run(self, batch: Batch) -> torch.Tensor:
         n = len(batch.input_ids)
         bs = next(s for s in self.sizes if s >= n)
-        dev = self.runner.device
-        self.ids[:n] = torch.tensor(batch.input_ids, device=dev)
-        self.pos[:n] = torch.tensor(batch.positions, device=dev)
-        self.slots[:bs] = -1
-        self.slots[:n] = torch.tensor(batch.slots, device=dev)
-        self.qslots[:bs] = -1
-        self.qslots[:n] = torch.tensor(batch.query_slots, device=dev)
-        self.lens[:bs] = 0
-        self.lens[:n] = torch.tensor(batch.decode_context_lens, dtype=torch.int32, device=dev)
-        tables = [t + [-1] * (self.width - len(t)) for t in batch.decode_tables]
-        self.tables[:n] = torch.tensor(tables, dtype=torch.int32, device=dev)
+        vec = self.host_vectors.numpy()
+        vec[:, n:bs] = [[0], [0], [-1], [-1]]  # padded rows write nothing and attend to nothing
+        vec[0, :n], vec[1, :n] = batch.input_ids, batch.positions
+        vec[2, :n], vec[3, :n] = batch.slots, batch.query_slots
+        lens = self.host_lens.numpy()
+        lens[:n], lens[n:bs] = batch.decode_context_lens, 0
+        pad_tables(batch.decode_tables, self.width, out=self.host_tables.numpy()[:bs])
+        self.vectors[:, :bs].copy_(self.host_vectors[:, :bs], non_blocking=True)
+        self.lens[:bs].copy_(self.host_lens[:bs], non_blocking=True)
+        self.tables[:bs].copy_(self.host_tables[:bs], non_blocking=True)
         self.graphs[bs].replay()
         return self.outputs[bs][:n]

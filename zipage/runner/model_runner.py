@@ -1,6 +1,7 @@
 """Executes scheduler decisions on one device: compress, forward, sample. No policy here."""
 import time
 
+import numpy as np
 import torch
 
 from zipage.config import EngineConfig
@@ -8,7 +9,7 @@ from zipage.engine.scheduler import SchedulerOutput
 from zipage.layers.attention import AttentionMetadata
 from zipage.layers.sampler import sample
 from zipage.models.decoder import CausalLM
-from zipage.runner.batch import Batch, attention_metadata, build_batch
+from zipage.runner.batch import Batch, attention_metadata, build_batch, to_device
 from zipage.runner.cuda_graph import DecodeGraphs
 from zipage.runner.memory import MemoryPlan, plan_memory
 
@@ -22,6 +23,7 @@ class ModelRunner:
         self.window = cfg.observation_window
         self.max_model_len = max_model_len
         self.compression_time_s = 0.0
+        self.teacher_records: dict[int, list[tuple[float, bool]]] = {}
         peak = self._profile_peak_memory() if device.type == "cuda" else 0
         self.plan: MemoryPlan = plan_memory(self.spec, cfg, dtype, device, peak, reserve_bytes=0,
                                               max_model_len=max_model_len)
@@ -101,8 +103,8 @@ class ModelRunner:
         if self.graphs is not None and batch.num_decode == n and self.graphs.fits(n):
             return self.graphs.run(batch)
         meta = attention_metadata(batch, self.device, self.query_cache is not None)
-        ids = torch.tensor(batch.input_ids, dtype=torch.int64, device=self.device)
-        pos = torch.tensor(batch.positions, dtype=torch.int64, device=self.device)
+        ids = to_device(batch.input_ids, np.int64, self.device)
+        pos = to_device(batch.positions, np.int64, self.device)
         return self.model(ids, pos, meta)
 
     def _sample(self, batch: Batch, hidden: torch.Tensor) -> dict[int, int]:
@@ -110,13 +112,30 @@ class ModelRunner:
         if not s.rows:
             return {}
         dev = self.device
-        rows = torch.tensor(s.rows, dtype=torch.int64, device=dev)
-        logits = self.model.logits(hidden[rows])
-        f32 = lambda x: torch.tensor(x, dtype=torch.float32, device=dev)  # noqa: E731
-        i64 = lambda x: torch.tensor(x, dtype=torch.int64, device=dev)  # noqa: E731
+        n = len(s.rows)
+        if s.rows[-1] == n - 1:  # rows are increasing: the first n rows, no gather needed
+            logits = self.model.logits(hidden[:n])
+        else:
+            logits = self.model.logits(hidden[to_device(s.rows, np.int64, dev)])
+        if all(t == 0 for t in s.temperature) and all(f < 0 for f in s.forced):
+            return dict(zip(s.seq_ids, logits.argmax(dim=-1).tolist()))
+        f32 = lambda x: to_device(x, np.float32, dev)  # noqa: E731
+        i64 = lambda x: to_device(x, np.int64, dev)  # noqa: E731
         tokens = sample(logits, f32(s.temperature), i64(s.top_k), f32(s.top_p), f32(s.min_p),
                         i64(s.seeds), i64(s.positions),
                         all_greedy=all(t == 0 for t in s.temperature),
                         use_min_p=any(m > 0 for m in s.min_p),
                         use_top_k_p=any(k > 0 for k in s.top_k) or any(p < 1 for p in s.top_p))
+        if any(f >= 0 for f in s.forced):
+            tokens = self._teacher_force(logits, tokens, s)
         return dict(zip(s.seq_ids, tokens.tolist()))
+
+    def _teacher_force(self, logits, tokens, s) -> torch.Tensor:
+        forced = torch.tensor(s.forced, dtype=torch.int64, device=self.device)
+        use = forced >= 0
+        logprob = torch.log_softmax(logits, dim=-1).gather(1, forced.clamp(min=0)[:, None])[:, 0]
+        match = logits.argmax(dim=-1) == forced
+        for sid, u, lp, m in zip(s.seq_ids, use.tolist(), logprob.tolist(), match.tolist()):
+            if u:
+                self.teacher_records.setdefault(sid, []).append((lp, m))
+        return torch.where(use, forced, tokens)

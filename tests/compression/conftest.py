@@ -1,0 +1,30 @@
+"""Compression tests run the Triton kernels in the CPU interpreter.
+
+TRITON_INTERPRET must be set before triton (and zipage.kernels) is imported, because
+triton.jit picks the interpreter at decoration time.
+"""
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from zipage.kernels import use_triton  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+@pytest.fixture
+def triton_cpu():
+    """Skip when the Triton path is not what the wrappers would run on CPU here."""
+    if not use_triton(torch.empty(0)):
+        pytest.skip("Triton interpreter unavailable (triton missing or imported earlier "
+                    "without TRITON_INTERPRET=1)")

@@ -1,0 +1,118 @@
+"""Compaction of kept KV (and global score) into the target blocks (method spec §4.4).
+
+For each (layer, request, KV head) the kept slots j (in increasing order) move to target
+positions p = 0, 1, ... (block target[p // b], offset p % b). One program per
+(KV head, request, layer) walks the sequence in chunks of BLOCK_J slots: it loads the chunk's
+keep flags, gets each destination from an exclusive prefix sum (tl.cumsum), loads the kept
+rows, then stores them. Unlike the reference's serial slot-by-slot copy, a chunk moves at once.
+
+In-place safety (targets may alias sources): every target block that receives tokens is
+either source block i of the same request or a block this compaction never reads (fresh).
+Since p <= j, a store only overwrites source positions <= the chunk's last slot, and later
+chunks read later positions. Within a chunk warps run unsynchronised, so a barrier separates
+the loads from the stores (and the launch disables async prefetching across it).
+"""
+import torch
+
+from zipage.kernels._dispatch import next_pow2, tl, triton
+from zipage.kernels.compress_common import check_tables, flat_slots
+
+_BLOCK_J = 64  # slots per chunk
+
+
+@triton.jit
+def _compact_kernel(k_ptr, v_ptr, keep_ptr, s_ptr, sc_ptr, tables, targets, phys_lens,
+                    sk_l, sk_nb, sk_b, sk_h, skp_l, skp_b, skp_h, ssc_l, ssc_nb, ssc_b, ssc_h,
+                    st_b, stt_b, D, b: tl.constexpr, SCORE: tl.constexpr,
+                    BLOCK_J: tl.constexpr, BLOCK_D: tl.constexpr):
+    h = tl.program_id(0)
+    s = tl.program_id(1)
+    l = tl.program_id(2).to(tl.int64)
+    n = tl.load(phys_lens + s)
+    d = tl.arange(0, BLOCK_D)
+    d_ok = d[None, :] < D
+    kv_base = l * sk_l + h * sk_h
+    row = l * skp_l + s * skp_b + h * skp_h  # keep flags and score S share this layout
+    done = n * 0  # kept slots seen so far = next target position (int32 scalar)
+    for start in range(0, n, BLOCK_J):
+        j = start + tl.arange(0, BLOCK_J)
+        j_ok = j < n
+        flag = tl.load(keep_ptr + row + j, mask=j_ok, other=0).to(tl.int32)
+        p = done + tl.cumsum(flag, 0) - flag  # exclusive prefix sum
+        done += tl.sum(flag, 0)
+        kept = j_ok & (flag != 0)
+        src_blk = tl.load(tables + s * st_b + j // b, mask=j_ok, other=0).to(tl.int64)
+        dst_blk = tl.load(targets + s * stt_b + p // b, mask=kept, other=0).to(tl.int64)
+        src = src_blk * b + j % b
+        dst = dst_blk * b + p % b
+        moved = kept & (src != dst)  # a kept slot already in place needs no copy
+        src_off = kv_base + src_blk * sk_nb + (j % b) * sk_b
+        dst_off = kv_base + dst_blk * sk_nb + (p % b) * sk_b
+        m2 = moved[:, None] & d_ok
+        k = tl.load(k_ptr + src_off[:, None] + d[None, :], mask=m2)
+        v = tl.load(v_ptr + src_off[:, None] + d[None, :], mask=m2)
+        tl.debug_barrier()  # every load of the chunk lands before any store may overwrite it
+        tl.store(k_ptr + dst_off[:, None] + d[None, :], k, mask=m2)
+        tl.store(v_ptr + dst_off[:, None] + d[None, :], v, mask=m2)
+        if SCORE:
+            score = tl.load(s_ptr + row + j, mask=kept)
+            sc_off = l * ssc_l + dst_blk * ssc_nb + (p % b) * ssc_b + h * ssc_h
+            tl.store(sc_ptr + sc_off, score.to(sc_ptr.dtype.element_ty), mask=kept)
+
+
+def compact(k_cache, v_cache, keep, block_tables, target_tables, phys_lens, score=None,
+            score_cache=None):
+    """Move kept K/V (and scores) to target positions 0..K-1, in place (Triton).
+
+    k_cache, v_cache: (L, NB, b, H_kv, D), identical strides, last dim contiguous
+    keep:          uint8 (L, B, H_kv, n_max * b) contiguous, 1 = keep; the same count K per
+                   (layer, request, head) and 0 at slots >= phys_len
+    block_tables:  int32 (B, n_max) source tables, -1 padded;  phys_lens: int32 (B,)
+    target_tables: int32 (B, T) with T * b >= K; block i is source block i or a fresh block
+    score:         float32 like keep (global score S per slot) or None
+    score_cache:   (L, NB, b, H_kv): receives score at the target slots, or None
+    """
+    L, NB, b, H, D = k_cache.shape
+    check_tables(block_tables, phys_lens)
+    assert v_cache.shape == k_cache.shape and v_cache.stride() == k_cache.stride()
+    assert k_cache.stride(-1) == 1 and keep.is_contiguous() and keep.dtype == torch.uint8
+    assert target_tables.dtype == torch.int32
+    B = block_tables.shape[0]
+    with_score = score_cache is not None
+    if with_score:
+        assert score is not None and score.shape == keep.shape and score.stride() == keep.stride()
+    ssc = score_cache.stride() if with_score else (0, 0, 0, 0)
+    _compact_kernel[(H, B, L)](
+        k_cache, v_cache, keep, score if with_score else keep,
+        score_cache if with_score else keep, block_tables, target_tables, phys_lens,
+        *k_cache.stride()[:4], *keep.stride()[:3], *ssc, block_tables.stride(0),
+        target_tables.stride(0), D, b=b, SCORE=with_score, BLOCK_J=_BLOCK_J,
+        BLOCK_D=next_pow2(D), num_warps=4, num_stages=1)  # no async prefetch past the barrier
+
+
+def compact_reference(k_cache, v_cache, keep, block_tables, target_tables, phys_lens,
+                      score=None, score_cache=None):
+    """PyTorch version of compact: gather the kept rows into a temporary, then scatter."""
+    L, NB, b, H, D = k_cache.shape
+    dev = k_cache.device
+    li = torch.arange(L, device=dev)[:, None, None]
+    hi = torch.arange(H, device=dev)[None, :, None]
+    caches = [c.view(L, NB * b, H, -1) for c in (k_cache, v_cache)]
+    if score_cache is not None:
+        caches.append(score_cache.view(L, NB * b, H, 1))
+    for s in range(block_tables.shape[0]):
+        n = int(phys_lens[s])
+        flags = keep[:, s, :, :n].bool()  # (L, H, n)
+        counts = flags.sum(-1)
+        K = int(counts[0, 0])
+        assert bool((counts == K).all()), "keep must select the same count per (layer, head)"
+        # stable descending sort of the flags lists the kept positions first, in order
+        idx = torch.sort(flags.to(torch.uint8), dim=-1, descending=True, stable=True)
+        pos = idx.indices[..., :K]  # (L, H, K) increasing kept positions
+        src = flat_slots(block_tables[s], n, b)[pos]
+        dst = flat_slots(target_tables[s], K, b)[None, None, :]
+        rows = [c[li, src, hi].clone() for c in caches[:2]]  # gather everything first
+        if score_cache is not None:
+            rows.append(score[:, s].gather(-1, pos).unsqueeze(-1).to(score_cache.dtype))
+        for c, r in zip(caches, rows):
+            c[li, dst, hi] = r

@@ -1,0 +1,161 @@
+"""Final eviction score: global score, pooling, redundancy mix, forced keeps (spec §5.2-5.8).
+
+Per (layer, request, KV head), over physical slots j < phys_len = n:
+
+    S[j] = max(A[j], decay * SC[j])  if j < num_history  else A[j]         (global score)
+    P[j] = max_{|d| <= k//2, 0 <= j+d < n} S[j+d]   if the request pools, else S[j]
+    R[j] = softmax_j(rho[j] / (T * norm)),  norm = n (raw) or b (lightning)
+    F[j] = (1 - w) * P[j] - w * R[j]        (w = redundancy weight; F = P without redundancy)
+    F = +inf on sinks (j < num_sink) and the window (j >= n - W); F = -inf for j >= n.
+
+S is returned rather than written to the score cache here: compaction stores S[j] straight
+into the kept token's target slot. This keeps S free of in-place read/write hazards between
+neighbouring pooled slots and never writes into shared prefix blocks (reference bug §13.1.8).
+"""
+import torch
+import torch.nn.functional as F_
+
+from zipage.kernels._dispatch import tl, triton
+from zipage.kernels.compress_common import check_tables, gather_positions
+
+_BLOCK = 256
+
+
+@triton.jit
+def _global_at(a_row, sc_ptr, tables, s, st_b, sc_base, ssc_nb, ssc_b, jj, n, n_hist, decay,
+               b: tl.constexpr, GLOBAL: tl.constexpr):
+    """S at positions jj (any int vector); returns (S, valid)."""
+    ok = (jj >= 0) & (jj < n)
+    a = tl.load(a_row + jj, mask=ok, other=0.0)
+    if GLOBAL:
+        hist = ok & (jj < n_hist)
+        blk = tl.load(tables + s * st_b + jj // b, mask=hist, other=0).to(tl.int64)
+        sc = tl.load(sc_ptr + sc_base + blk * ssc_nb + (jj % b) * ssc_b, mask=hist, other=0.0)
+        a = tl.where(hist, tl.maximum(a, decay * sc.to(tl.float32)), a)
+    return a, ok
+
+
+@triton.jit
+def _final_score_kernel(a_ptr, rho_ptr, sc_ptr, f_ptr, s_ptr, tables, phys_lens, num_history,
+                        sa_l, sa_b, sa_h, ssc_l, ssc_nb, ssc_b, ssc_h, st_b, N, W, num_sink,
+                        decay, red_weight, inv_temp, b: tl.constexpr, GLOBAL: tl.constexpr,
+                        HALF: tl.constexpr, POOL_EVERY: tl.constexpr,
+                        REDUNDANCY: tl.constexpr, BLOCK: tl.constexpr):
+    h = tl.program_id(0)
+    s = tl.program_id(1)
+    l = tl.program_id(2).to(tl.int64)
+    n = tl.load(phys_lens + s)
+    n_hist = tl.load(num_history + s)
+    row = l * sa_l + s * sa_b + h * sa_h  # A, rho, F, S share one contiguous layout
+    sc_base = l * ssc_l + h * ssc_h
+    if POOL_EVERY:
+        pool = n_hist >= 0
+    else:  # default: pool only at a request's first compression
+        pool = n_hist == 0
+    cols = tl.arange(0, BLOCK)
+    if REDUNDANCY != 0:  # softmax statistics of rho / (T * norm), per lane then combined
+        if REDUNDANCY == 1:
+            scale = inv_temp / n.to(tl.float32)  # raw: normalise by the valid length
+        else:
+            scale = inv_temp / b  # lightning: by the block size
+        m_v = tl.full([BLOCK], -1e30, tl.float32)
+        l_v = tl.zeros([BLOCK], tl.float32)
+        for start in range(0, n, BLOCK):
+            j = start + cols
+            x = tl.load(rho_ptr + row + j, mask=j < n, other=float("-inf")) * scale
+            m_new = tl.maximum(m_v, x)
+            l_v = l_v * tl.exp(m_v - m_new) + tl.exp(x - m_new)
+            m_v = m_new
+        m_i = tl.max(m_v, 0)
+        l_i = tl.sum(l_v * tl.exp(m_v - m_i), 0)
+    for start in range(0, N, BLOCK):
+        j = start + cols
+        s0, ok = _global_at(a_ptr + row, sc_ptr, tables, s, st_b, sc_base, ssc_nb, ssc_b, j,
+                            n, n_hist, decay, b, GLOBAL)
+        pooled = tl.where(ok, s0, float("-inf"))
+        for t in tl.static_range(2 * HALF + 1):  # neighbours recomputed: no cross-tile halo
+            if t != HALF:
+                st, ok_t = _global_at(a_ptr + row, sc_ptr, tables, s, st_b, sc_base, ssc_nb,
+                                      ssc_b, j + (t - HALF), n, n_hist, decay, b, GLOBAL)
+                pooled = tl.maximum(pooled, tl.where(ok_t, st, float("-inf")))
+        f = tl.where(pool, pooled, s0)
+        if REDUNDANCY != 0:
+            x = tl.load(rho_ptr + row + j, mask=ok, other=0.0) * scale
+            f = (1.0 - red_weight) * f - red_weight * (tl.exp(x - m_i) / l_i)
+        f = tl.where((j < num_sink) | (j >= n - W), float("inf"), f)
+        f = tl.where(ok, f, float("-inf"))
+        tl.store(f_ptr + row + j, f, mask=j < N)
+        if GLOBAL:
+            tl.store(s_ptr + row + j, tl.where(ok, s0, 0.0), mask=j < N)
+
+
+def final_score(A, rho, score_cache, block_tables, phys_lens, num_history, *, window: int,
+                num_sink: int = 0, decay: float = 0.8, pooling_kernel_size: int = 1,
+                pool_every_compression: bool = False, redundancy_mode: str = "none",
+                redundancy_weight: float = 0.8, temperature: float = 0.4):
+    """Eviction score F (and global score S) of every slot (Triton).
+
+    A:            float32 (L, B, H_kv, N) attention score, N = n_max * b, contiguous
+    rho:          float32 (L, B, H_kv, N) redundancy sums, or None when redundancy_mode="none"
+    score_cache:  (L, NB, b, H_kv) global-score cache (read only), or None: no global score
+    block_tables: int32 (B, n_max);  phys_lens, num_history: int32 (B,)
+    pooling_kernel_size: odd, 1 = off; pooling applies where num_history == 0 unless
+                  pool_every_compression;  redundancy_mode: "none" | "raw" | "lightning"
+    returns       (F float32 (L, B, H_kv, N), S float32 like A or None without score_cache)
+    """
+    L, B, H, N = A.shape
+    check_tables(block_tables, phys_lens)
+    assert A.is_contiguous() and (rho is None or rho.shape == A.shape and rho.is_contiguous())
+    red = {"none": 0, "raw": 1, "lightning": 2}[redundancy_mode]
+    assert (rho is None) == (red == 0) and pooling_kernel_size % 2 == 1
+    b = N // block_tables.shape[1]
+    glob = score_cache is not None
+    F = torch.empty_like(A)
+    S = torch.empty_like(A) if glob else None
+    sc = score_cache if glob else A  # dummy pointer when unused
+    ssc = score_cache.stride() if glob else (0, 0, 0, 0)
+    _final_score_kernel[(H, B, L)](
+        A, rho if red else A, sc, F, S if glob else F, block_tables, phys_lens, num_history,
+        *A.stride()[:3], ssc[0], ssc[1], ssc[2], ssc[3], block_tables.stride(0), N, window,
+        num_sink, float(decay), float(redundancy_weight), 1.0 / temperature, b=b, GLOBAL=glob,
+        HALF=pooling_kernel_size // 2, POOL_EVERY=bool(pool_every_compression),
+        REDUNDANCY=red, BLOCK=_BLOCK, num_warps=4)
+    return F, S
+
+
+def final_score_reference(A, rho, score_cache, block_tables, phys_lens, num_history, *,
+                          window: int, num_sink: int = 0, decay: float = 0.8,
+                          pooling_kernel_size: int = 1, pool_every_compression: bool = False,
+                          redundancy_mode: str = "none", redundancy_weight: float = 0.8,
+                          temperature: float = 0.4):
+    """PyTorch version of final_score (one request at a time)."""
+    L, B, H, N = A.shape
+    b = N // block_tables.shape[1]
+    F = torch.full_like(A, float("-inf"))
+    S = torch.zeros_like(A) if score_cache is not None else None
+    for s in range(B):
+        n, n_hist = int(phys_lens[s]), int(num_history[s])
+        sc_s = A[:, s, :, :n].clone()
+        if score_cache is not None:
+            hist = gather_positions(score_cache, block_tables[s], n_hist).float()  # (L, nh, H)
+            sc_s[..., :n_hist] = torch.maximum(sc_s[..., :n_hist], decay * hist.transpose(1, 2))
+            S[:, s, :, :n] = sc_s
+        f = sc_s
+        if pooling_kernel_size > 1 and (n_hist == 0 or pool_every_compression):
+            k = pooling_kernel_size  # max_pool1d pads with -inf: positions >= n never count
+            f = F_.max_pool1d(sc_s.reshape(L * H, 1, n), k, 1, k // 2).view(L, H, n)
+        if redundancy_mode != "none":
+            norm = n if redundancy_mode == "raw" else b
+            r = (rho[:, s, :, :n] / (temperature * norm)).softmax(-1)
+            f = (1 - redundancy_weight) * f - redundancy_weight * r
+        f = f.clone()
+        f[..., :num_sink] = float("inf")
+        f[..., max(n - window, 0):] = float("inf")
+        F[:, s, :, :n] = f
+    return F, S
+
+
+def select_keep(F, num_keep: int):
+    """Top-num_keep mask per (layer, request, head): uint8 (L, B, H_kv, N), 1 = keep."""
+    idx = torch.topk(F, num_keep, dim=-1, sorted=False).indices
+    return torch.zeros(F.shape, dtype=torch.uint8, device=F.device).scatter_(-1, idx, 1)
