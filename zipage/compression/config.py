@@ -2,6 +2,9 @@
 from dataclasses import dataclass
 
 REDUNDANCY_MODES = ("none", "raw", "lightning")
+# "attention": the Zipage score (switches below). Baselines for fidelity studies:
+# "recent": keep sinks + the most recent tokens (StreamingLLM-like); "random": random eviction.
+SCORE_MODES = ("attention", "recent", "random")
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,7 @@ class CompressionConfig:
     redundancy_temperature: float = 0.4  # T in softmax(rho / (T * n))
     redundancy_threshold: float = 0.5  # tau: cosine above which keys count as similar
     num_sink_tokens: int = 0  # first physical tokens always kept
+    score: str = "attention"  # "attention" | "recent" | "random" (baselines)
 
     def __post_init__(self):
         for name in ("use_global_score", "use_pooling", "pool_every_compression"):
@@ -38,6 +42,8 @@ class CompressionConfig:
             raise ValueError("pooling_kernel_size must be odd and >= 1")
         if self.num_sink_tokens < 0:
             raise ValueError("num_sink_tokens must be >= 0")
+        if self.score not in SCORE_MODES:
+            raise ValueError(f"score must be one of {SCORE_MODES}")
         if self.redundancy not in REDUNDANCY_MODES:
             raise ValueError(f"redundancy must be one of {REDUNDANCY_MODES}")
         if not 0.0 <= self.global_decay <= 1.0:

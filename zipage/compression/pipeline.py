@@ -84,9 +84,26 @@ def score_layers(k, query, score, batch: CompressionBatch, cfg: CompressionConfi
             redundancy_weight=cfg.redundancy_weight, temperature=cfg.redundancy_temperature)
 
 
+def baseline_scores(batch: CompressionBatch, cfg: CompressionConfig, num_layers: int,
+                    num_kv_heads: int, block_size: int, generator: torch.Generator | None):
+    """F (L', B, H_kv, n_max * b) for the "recent" and "random" baselines (no model signal)."""
+    B, n_max = batch.block_tables.shape
+    dev = batch.phys_lens.device
+    pos = torch.arange(n_max * block_size, device=dev, dtype=torch.float32)
+    shape = (num_layers, B, num_kv_heads, pos.numel())
+    if cfg.score == "recent":
+        F = pos.expand(shape).clone()
+    else:
+        F = torch.rand(shape, generator=generator, device="cpu").to(dev)
+    n = batch.phys_lens.long()[None, :, None, None]
+    F = F.masked_fill(pos >= n - cfg.observation_window, float("inf"))
+    F = F.masked_fill(pos < cfg.num_sink_tokens, float("inf"))
+    return F.masked_fill(pos >= n, float("-inf"))
+
+
 def compress_batch(k_cache, v_cache, query_cache, score_cache, batch: CompressionBatch,
                    cfg: CompressionConfig, layer_chunk: int = 8, profile: bool = False,
-                   ops=None) -> dict[str, float]:
+                   ops=None, generator: torch.Generator | None = None) -> dict[str, float]:
     """Compress every request of `batch` to batch.num_keep tokens per (layer, KV head), in place.
 
     k_cache, v_cache: (L, NB, b, H_kv, D) (post-RoPE keys); query_cache: (L, M, W, H_q, D);
@@ -108,11 +125,17 @@ def compress_batch(k_cache, v_cache, query_cache, score_cache, batch: Compressio
         return {}
     ops = ops or (TRITON_OPS if use_triton(k_cache) else REFERENCE_OPS)
     timer = _Timer(profile, k_cache.device)
+    if cfg.score != "attention" and cfg.use_global_score:
+        raise ValueError("the recent/random baselines do not use the global score")
     with timer("total"):
         for l0 in range(0, L, layer_chunk):
             sl = slice(l0, min(l0 + layer_chunk, L))
             sc = score_cache[sl] if cfg.use_global_score else None
-            F, S = score_layers(k_cache[sl], query_cache[sl], sc, batch, cfg, ops, timer)
+            if cfg.score == "attention":
+                F, S = score_layers(k_cache[sl], query_cache[sl], sc, batch, cfg, ops, timer)
+            else:
+                F = baseline_scores(batch, cfg, sl.stop - sl.start, H, b, generator)
+                S = None
             with timer("topk"):
                 keep = _cg.select_keep(F, batch.num_keep)
             with timer("compact"):

@@ -17,6 +17,7 @@ class Compressor:
         self.cfg, self.runner = cfg, runner
         self.num_keep = cfg.budget
         self.stage_ms: dict[str, float] = {}
+        self.generator = torch.Generator().manual_seed(cfg.seed)  # "random" baseline only
 
     def build_batch(self, tasks: list[CompressionTask]) -> CompressionBatch:
         W, b = self.cfg.observation_window, self.cfg.block_size
@@ -40,6 +41,6 @@ class Compressor:
         times = compress_batch(r.kv_cache[0], r.kv_cache[1], r.query_cache, r.score_cache,
                                self.build_batch(tasks), self.cfg.compression,
                                layer_chunk=self.cfg.compress_layer_chunk,
-                               profile=self.cfg.profile_compression)
+                               profile=self.cfg.profile_compression, generator=self.generator)
         for name, ms in times.items():
             self.stage_ms[name] = self.stage_ms.get(name, 0.0) + ms

@@ -1,0 +1,103 @@
+"""Compressed PagedAttention inside the engine: the invariants of method spec Appendix A."""
+import pytest
+import torch
+
+from tests.engine.tiny_models import random_prompts, tiny_checkpoint
+from zipage import LLM, SamplingParams
+from zipage.runner.compressor import window_positions
+
+B, BUDGET, W = 16, 64, 16
+C = BUDGET // B
+GREEDY = dict(temperature=0, ignore_eos=True)
+
+
+@pytest.fixture(scope="module")
+def folder():
+    return tiny_checkpoint("qwen3")[0]
+
+
+def expected_compressions(prompt_len: int, new_tokens: int) -> int:
+    """Writes of tokens 0 .. P+N-2; compress before a write when (C+1)*b are resident."""
+    phys, count = 0, 0
+    for t in range(prompt_len + new_tokens - 1):
+        if t >= prompt_len and phys >= (C + 1) * B:  # decode writes only: prefill never compresses
+            phys, count = C * B, count + 1
+        phys += 1
+    if phys > (C + 1) * B:  # a long prompt compresses before its first decode write
+        count += 1
+    return count
+
+
+def test_identical_to_full_kv_while_shorter_than_budget(folder):
+    prompts = random_prompts([3, 20, 9, 1], vocab=384)
+    params = SamplingParams(max_tokens=40, **GREEDY)
+    full = LLM(folder, device="cpu", block_size=B, kv_cache_tokens=2048)
+    zip_ = LLM(folder, device="cpu", block_size=B, kv_cache_tokens=2048, budget=BUDGET)
+    outs = zip_.generate(prompts, params, use_tqdm=False)
+    assert [o.token_ids for o in outs] == [o.token_ids for o in full.generate(prompts, params, use_tqdm=False)]
+    assert all(o.metrics["num_compressions"] == 0 for o in outs)
+
+
+def test_block_cap_window_and_positions_over_a_long_generation(folder):
+    llm = LLM(folder, device="cpu", block_size=B, kv_cache_tokens=4096, budget=BUDGET)
+    runner, compressor = llm.runner, llm.runner.compressor
+    prompts = random_prompts([5, 30, 70, 150], vocab=384, seed=3)
+    seen = {"compressions": 0, "steps": 0}
+    original_run, original_execute = compressor.run, runner.execute
+
+    def checked_run(tasks):
+        before = []
+        for t in tasks:
+            assert t.phys_len >= (C + 1) * B and len(t.target_table) == C + 1
+            pos = sorted(window_positions(t.seq.num_computed, t.phys_len, W))
+            assert pos == list(range(t.phys_len - W, t.phys_len))
+            slots = [t.old_table[p // B] * B + p % B for p in pos]
+            before.append(runner.kv_cache.flatten(2, 3)[:, :, slots].clone())
+        original_run(tasks)
+        for t, window_kv in zip(tasks, before):
+            kept = [t.target_table[p // B] * B + p % B for p in range(C * B - W, C * B)]
+            after = runner.kv_cache.flatten(2, 3)[:, :, kept]
+            assert torch.equal(after, window_kv), "the observation window must survive in order"
+        seen["compressions"] += len(tasks)
+
+    def checked_execute(out):
+        for seq, n in zip(out.seqs, out.num_new_tokens):
+            if seq.num_compressions or any(t.seq is seq for t in out.compressions):
+                assert len(seq.block_table) <= C + 1
+                assert seq.phys_len + n <= (C + 1) * B
+                assert seq.num_computed > seq.phys_len  # RoPE positions are logical
+        seen["steps"] += 1
+        return original_execute(out)
+
+    compressor.run, runner.execute = checked_run, checked_execute
+    outs = llm.generate(prompts, SamplingParams(max_tokens=420, **GREEDY), use_tqdm=False)
+    assert [len(o.token_ids) for o in outs] == [420] * 4
+    assert [o.metrics["num_compressions"] for o in outs] == [expected_compressions(len(p), 420) for p in prompts]
+    assert seen["compressions"] == sum(o.metrics["num_compressions"] for o in outs)
+    assert [o.metrics["peak_kv_tokens"] for o in outs] == [(C + 1) * B] * 3 + [150]
+    assert llm.block_manager.num_free_blocks == llm.num_kv_blocks
+    assert sorted(llm.scheduler.free_slots) == list(range(llm.runner.plan.num_query_slots))
+
+
+def test_shared_prefix_blocks_are_never_overwritten_and_compressed_requests_never_preempted(folder):
+    base = random_prompts([48], vocab=384, seed=11)[0]
+    prompts = [base + [i, i + 1] for i in range(6)]
+    alone = LLM(folder, device="cpu", block_size=B, kv_cache_tokens=4096, budget=BUDGET)
+    reference = [o.token_ids for o in alone.generate(prompts[:1], SamplingParams(max_tokens=120, **GREEDY),
+                                                     use_tqdm=False)]
+    llm = LLM(folder, device="cpu", block_size=B, kv_cache_tokens=B * 20, budget=BUDGET,
+              max_num_batched_tokens=64)
+    preempted = []
+    original = llm.scheduler._preempt
+
+    def record(seq):
+        assert seq.num_compressions == 0, "compressed KV is lossy: never recompute it"
+        preempted.append(seq.seq_id)
+        original(seq)
+
+    llm.scheduler._preempt = record
+    outs = llm.generate(prompts, SamplingParams(max_tokens=120, **GREEDY), use_tqdm=False)
+    assert outs[0].token_ids == reference[0]
+    assert llm.block_manager.num_hit_tokens > 0
+    assert preempted, "the pool is small enough to force preemption"
+    assert llm.block_manager.num_free_blocks == llm.num_kv_blocks
