@@ -5,6 +5,7 @@
 2. CUDA graphs and eager decode give the same tokens (bf16, Qwen3-1.7B shape, dummy weights).
 3. Compressed PagedAttention on the GPU: blocks stay capped, none leak.
 """
+import gc
 import sys
 import time
 from pathlib import Path
@@ -38,6 +39,7 @@ def main():
         check(f"tiny qwen3 fp32 cuda eager={eager} == transformers", same == len(prompts), f"{same}/8")
         check("no leaked blocks", llm.block_manager.num_free_blocks == llm.num_kv_blocks)
         del llm
+        gc.collect()
         torch.cuda.empty_cache()
 
     tokens = {}
@@ -49,6 +51,7 @@ def main():
         tokens[eager] = [o.token_ids for o in llm.generate(ps, greedy, use_tqdm=False)]
         print(f"qwen3-1.7b dummy bf16 eager={eager}: {time.perf_counter() - t0:.2f}s")
         del llm
+        gc.collect()
         torch.cuda.empty_cache()
     same = sum(a == b for a, b in zip(tokens[True], tokens[False]))
     check("cuda graphs == eager (bf16 1.7B)", same >= 30, f"{same}/32 identical")
@@ -70,6 +73,7 @@ def main():
         print(f"  {mode}: {time.perf_counter() - t0:.2f}s, stats {llm.last_stats.as_dict()}")
         print(f"  stage ms: {llm.runner.compressor.stage_ms}")
         del llm
+        gc.collect()
         torch.cuda.empty_cache()
     print("engine checks:", "ALL PASS" if not failures else f"FAILED {failures}")
     sys.exit(1 if failures else 0)

@@ -49,6 +49,8 @@ class GenerateStats:
     compression_time_s: float = 0.0
     num_kv_blocks: int = 0
     max_concurrency: int = 0
+    schedule_time_s: float = 0.0  # host time in the scheduler (incl. post-processing)
+    execute_time_s: float = 0.0  # runner time: batch building, forward, sampling, compression
 
     @property
     def output_tokens_per_s(self) -> float:

@@ -54,6 +54,7 @@ def run_requests(llm, prompts, params, use_tqdm, on_sample):
     bar = tqdm(total=len(seqs), desc="generate", disable=not use_tqdm, dynamic_ncols=True)
     running_sum = 0
     while scheduler.has_unfinished:
+        t0 = time.perf_counter()
         out = scheduler.schedule()
         if out.is_empty:
             raise RuntimeError(f"scheduler made no progress: {len(scheduler.running)} running, "
@@ -62,9 +63,13 @@ def run_requests(llm, prompts, params, use_tqdm, on_sample):
         stats.num_steps += 1
         running_sum += len(scheduler.running)
         stats.peak_running = max(stats.peak_running, len(scheduler.running))
+        t1 = time.perf_counter()
         sampled = runner.execute(out)
+        t2 = time.perf_counter()
         finished = scheduler.postprocess(out, sampled, llm.eos_token_ids)
         now = time.perf_counter()
+        stats.schedule_time_s += (t1 - t0) + (now - t2)
+        stats.execute_time_s += t2 - t1
         for seq in out.seqs:
             if seq.seq_id in sampled:
                 seq.first_token_time = seq.first_token_time or now

@@ -1,0 +1,147 @@
+"""Resume, Full-KV baseline reuse, data validation and re-scoring, with a fake engine."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import fake_engine
+from conftest import ROOT
+from tasks import runner
+from tasks.base import DataError
+
+VOLATILE = {"run_dir", "generation_segments", "generation_wall_time_s", "output_tokens_per_s",
+            "time_to_finish_s", "correct_per_hour", "baseline", "timed_output_tokens",
+            "peak_running", "mean_running"}
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    d = tmp_path / "data"
+    d.mkdir()
+    with open(d / "amc23.jsonl", "w") as f:
+        for k in [1, 2, 3, 4, 99]:  # problem q99 makes the fake engine return an error
+            f.write(json.dumps({"id": f"p{k}", "problem": f"q{k}: twice {k}?", "answer": str(2 * k)}) + "\n")
+    return str(d)
+
+
+@pytest.fixture
+def engine(monkeypatch):
+    """Patch the engine factory; `engine.crash_after = K` makes the next engine die after K samples."""
+    state = type("State", (), {"crash_after": None})()
+    fake_engine.FakeLLM.instances = []
+
+    def make(model_id, kwargs):
+        llm = fake_engine.FakeLLM(model_id, crash_after=state.crash_after, **kwargs)
+        state.crash_after = None
+        return llm, fake_engine.FakeSamplingParams
+    monkeypatch.setattr(runner, "make_engine", make)
+    return state
+
+
+def config(tmp_path, data_dir, *overrides):
+    from hydra import compose, initialize_config_dir
+    from tasks.config import register_configs
+    register_configs()
+    with initialize_config_dir(config_dir=os.path.join(ROOT, "configs"), version_base=None):
+        return compose("config", overrides=[
+            f"data_dir={data_dir}", f"results_dir={tmp_path}/results", "engine.device=cpu",
+            "cpu.enabled=false", "sampling.n=3", "sampling.max_tokens=64", "use_tqdm=false",
+            "scoring.workers=2", *overrides])
+
+
+def samples(run_dir):
+    with open(os.path.join(run_dir, "samples.jsonl")) as f:
+        return {(r["problem_id"], r["sample_index"]): r for r in map(json.loads, f)}
+
+
+def test_resume_after_crash_equals_uninterrupted_run(tmp_path, data_dir, engine):
+    cfg = config(tmp_path, data_dir, "budget=512")
+    full = runner.evaluate(cfg, str(tmp_path / "a"))
+    assert len(fake_engine.FakeLLM.instances) == 2  # zipage + Full-KV baseline
+
+    engine.crash_after = 5
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        runner.evaluate(cfg, str(tmp_path / "b"))
+    assert len(samples(tmp_path / "b")) == 5            # nothing finished was lost
+    out = subprocess.run([sys.executable, "-m", "tasks.score", str(tmp_path / "b")], cwd=ROOT,
+                         check=True, capture_output=True, text=True).stdout  # partial runs score too
+    partial = json.load(open(tmp_path / "b" / "summary.json"))
+    assert partial["num_samples"] == 5 and not partial["complete"] and "PARTIAL" in out
+
+    resumed = runner.evaluate(cfg, str(tmp_path / "b"))
+    zipage_engines = [e for e in fake_engine.FakeLLM.instances if e.kwargs["budget"] is not None]
+    assert zipage_engines[-1].generated == 15 - 5 - 3   # only missing samples (q99 errors: 3)
+    assert {k: v for k, v in full.items() if k not in VOLATILE} == \
+           {k: v for k, v in resumed.items() if k not in VOLATILE}
+    a, b = samples(tmp_path / "a"), samples(tmp_path / "b")
+    assert a.keys() == b.keys() and len(a) == 15
+    assert all(a[k]["completion"] == b[k]["completion"] and a[k]["seed"] == b[k]["seed"] for k in a)
+    assert len(fake_engine.FakeLLM.instances) == 4       # the baseline was not rebuilt
+
+
+def test_summary_has_required_keys_and_failed_problem_is_recorded(tmp_path, data_dir, engine):
+    s = runner.evaluate(config(tmp_path, data_dir, "budget=512"), str(tmp_path / "run"))
+    for key in ["pass@1", "pass@1_stderr", "output_tokens_per_s", "num_problems", "num_samples",
+                "truncation_rate", "boxed_rate", "p95_output_tokens", "mean_running"]:
+        assert key in s
+    assert s["num_problems"] == 5 and s["num_samples"] == 15 and s["complete"]
+    b = s["baseline"]
+    assert b["output_tokens_per_s"] and b["pass@1"] is not None
+    assert b["speedup"] == pytest.approx(s["output_tokens_per_s"] / b["output_tokens_per_s"])
+    rows = samples(tmp_path / "run")
+    assert rows[("p99", 0)]["error"] == "prompt too long" and rows[("p99", 0)]["correct"] is False
+    for r in rows.values():
+        assert {"problem_id", "sample_index", "prompt_tokens", "completion", "completion_tokens",
+                "finish_reason", "correct", "extracted_answer"} <= r.keys()
+    assert os.path.exists(tmp_path / "run" / "config.yaml")
+    on_disk = json.load(open(tmp_path / "run" / "summary.json"))
+    assert on_disk["pass@1"] == s["pass@1"]
+
+
+def test_baseline_is_computed_once_for_a_budget_sweep(tmp_path, data_dir, engine):
+    s1 = runner.evaluate(config(tmp_path, data_dir, "budget=512"), str(tmp_path / "b512"))
+    s2 = runner.evaluate(config(tmp_path, data_dir, "budget=1024"), str(tmp_path / "b1024"))
+    budgets = [e.kwargs["budget"] for e in fake_engine.FakeLLM.instances]
+    assert budgets == [512, None, 1024]
+    assert s1["baseline"]["run_dir"] == s2["baseline"]["run_dir"]
+    runner.evaluate(config(tmp_path, data_dir, "budget=512", "seed=1"), str(tmp_path / "s1"))
+    assert [e.kwargs["budget"] for e in fake_engine.FakeLLM.instances][3:] == [512, None]
+
+
+def test_fullkv_run_is_its_own_baseline(tmp_path, data_dir, engine):
+    s = runner.evaluate(config(tmp_path, data_dir, "engine=fullkv"), str(tmp_path / "f"))
+    assert [e.kwargs["budget"] for e in fake_engine.FakeLLM.instances] == [None]
+    assert s["baseline"]["speedup"] == 1.0
+
+
+def test_cpu_clamps_are_applied_and_reported(tmp_path, data_dir, engine):
+    cfg = config(tmp_path, data_dir, "cpu.enabled=true", "sampling.max_tokens=32768", "budget=2048")
+    s = runner.evaluate(cfg, str(tmp_path / "c"))
+    kw = fake_engine.FakeLLM.instances[0].kwargs
+    assert kw["budget"] == 128 and kw["block_size"] == 16
+    assert s["max_tokens"] == 256 and any("sampling.max_tokens 32768 -> 256" in n for n in s["cpu_clamps"])
+
+
+def test_a_different_run_in_the_same_folder_is_refused(tmp_path, data_dir, engine):
+    runner.evaluate(config(tmp_path, data_dir, "engine=fullkv"), str(tmp_path / "x"))
+    with pytest.raises(runner.ConfigError, match="holds a different run"):
+        runner.evaluate(config(tmp_path, data_dir, "engine=fullkv", "seed=3"), str(tmp_path / "x"))
+
+
+def test_malformed_row_reports_its_line(tmp_path, data_dir, engine):
+    with open(os.path.join(data_dir, "amc23.jsonl"), "a") as f:
+        f.write('{"id": "bad", "problem": "q7: x"}\n')
+    with pytest.raises(DataError, match=r"amc23.jsonl:6: missing field\(s\) answer"):
+        runner.evaluate(config(tmp_path, data_dir, "engine=fullkv"), str(tmp_path / "m"))
+    with open(os.path.join(data_dir, "amc23.jsonl"), "w") as f:
+        f.write('{"id": "a", "problem": "q1", "answer": "2"}\n{not json\n')
+    with pytest.raises(DataError, match=r"amc23.jsonl:2: invalid JSON"):
+        runner.evaluate(config(tmp_path, data_dir, "engine=fullkv"), str(tmp_path / "m"))
+    assert fake_engine.FakeLLM.instances == []
+
+
+def test_task_limit_takes_first_problems(tmp_path, data_dir, engine):
+    s = runner.evaluate(config(tmp_path, data_dir, "engine=fullkv", "task.limit=2"), str(tmp_path / "l"))
+    assert s["num_problems_expected"] == 2 and set(k[0] for k in samples(tmp_path / "l")) == {"p1", "p2"}
