@@ -54,6 +54,15 @@ class LLM:
             ids.add(self.tokenizer.eos_token_id)
         return ids
 
+    def shutdown(self) -> None:
+        """Release the model, KV cache and CUDA graphs now (before building another engine)."""
+        import gc
+        self.runner = None
+        self.block_manager = self.scheduler = None
+        gc.collect()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
     @property
     def max_concurrency(self) -> int:
         c = self.config.num_kept_blocks

@@ -7,6 +7,7 @@ from torch import nn
 import torch.nn.functional as F
 
 from zipage.layers.attention import AttentionMetadata, paged_attention
+from zipage.layers.pointwise import add_rms_norm, op, rms_norm, rotary, silu_mul
 from zipage.models.spec import ModelSpec, rope_inv_freq
 
 
@@ -16,11 +17,10 @@ class RMSNorm(nn.Module):
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim))
 
-    def forward(self, x):
-        dtype = x.dtype
-        x = x.float()
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x.to(dtype)
+    def forward(self, x, residual=None):
+        if residual is None:
+            return op(rms_norm, x)(x, self.weight, self.eps)
+        return op(add_rms_norm, x)(x, residual, self.weight, self.eps)
 
 
 class Rotary(nn.Module):
@@ -34,11 +34,7 @@ class Rotary(nn.Module):
 
     def forward(self, x, positions):
         """x (T, H, D); rotate-half (NeoX) layout, as in Hugging Face Llama/Qwen."""
-        cos = self.cos[positions].unsqueeze(1)
-        sin = self.sin[positions].unsqueeze(1)
-        x1, x2 = x.float().chunk(2, dim=-1)
-        out = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
-        return out.to(x.dtype)
+        return op(rotary, x)(x, self.cos[positions], self.sin[positions])
 
 
 class SelfAttention(nn.Module):
@@ -78,7 +74,8 @@ class MLP(nn.Module):
         self.down_proj = nn.Linear(spec.intermediate_size, spec.hidden_size, bias=False)
 
     def forward(self, x):
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        gate, up = self.gate_proj(x), self.up_proj(x)
+        return self.down_proj(op(silu_mul, gate)(gate, up))
 
 
 class DecoderLayer(nn.Module):
@@ -89,9 +86,12 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(spec.hidden_size, spec.rms_norm_eps)
         self.mlp = MLP(spec)
 
-    def forward(self, x, positions, rotary, meta):
-        x = x + self.self_attn(self.input_layernorm(x), positions, rotary, meta)
-        return x + self.mlp(self.post_attention_layernorm(x))
+    def forward(self, x, residual, positions, rotary, meta):
+        """Returns (output before the residual add, residual stream): adds are fused into norms."""
+        h, residual = (self.input_layernorm(x), x) if residual is None else self.input_layernorm(x, residual)
+        h = self.self_attn(h, positions, rotary, meta)
+        h, residual = self.post_attention_layernorm(h, residual)
+        return self.mlp(h), residual
 
 
 class Backbone(nn.Module):
@@ -114,10 +114,10 @@ class CausalLM(nn.Module):
 
     def forward(self, input_ids, positions, meta: AttentionMetadata):
         """input_ids, positions (T,) -> hidden states (T, hidden)."""
-        x = self.model.embed_tokens(input_ids)
+        x, residual = self.model.embed_tokens(input_ids), None
         for layer in self.model.layers:
-            x = layer(x, positions, self.rotary, meta)
-        return self.model.norm(x)
+            x, residual = layer(x, residual, positions, self.rotary, meta)
+        return self.model.norm(x, residual)[0]
 
     def logits(self, hidden):
         return self.lm_head(hidden).float()

@@ -1,4 +1,6 @@
 """Builds device tensors for the compression tasks of a step and runs the pipeline."""
+import weakref
+
 import torch
 
 from zipage.compression import CompressionBatch, compress_batch
@@ -14,7 +16,7 @@ def window_positions(num_computed: int, phys_len: int, window: int) -> list[int]
 
 class Compressor:
     def __init__(self, cfg, runner):
-        self.cfg, self.runner = cfg, runner
+        self.cfg, self.runner = cfg, weakref.proxy(runner)  # no reference cycle
         self.num_keep = cfg.budget
         self.stage_ms: dict[str, float] = {}
         self.generator = torch.Generator().manual_seed(cfg.seed)  # "random" baseline only

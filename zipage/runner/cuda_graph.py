@@ -1,4 +1,6 @@
 """CUDA graphs for decode steps: one graph per padded batch size, sharing static inputs."""
+import weakref
+
 import numpy as np
 import torch
 
@@ -13,7 +15,7 @@ def _capture_sizes(max_batch: int) -> list[int]:
 
 class DecodeGraphs:
     def __init__(self, runner, max_batch: int, table_width: int):
-        self.runner, self.width = runner, table_width
+        self.runner, self.width = weakref.proxy(runner), table_width  # no reference cycle
         dev = runner.device
         # Static inputs: rows ids, positions, slots, query slots (int64); lens + tables (int32).
         self.vectors = torch.zeros(4, max_batch, dtype=torch.int64, device=dev)
