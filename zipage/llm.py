@@ -28,6 +28,7 @@ class LLM:
         self.eos_token_ids = self._eos_ids(hf_config)
         model_obj = build_model(self.spec, path, gguf, cfg.load_format, self.dtype, self.device, cfg.seed)
         self.runner = ModelRunner(cfg, model_obj, self.device, self.dtype, self.max_model_len)
+        self.runner.eos_token_ids = self.eos_token_ids
         plan = self.runner.plan
         self.num_kv_blocks = plan.num_blocks
         print(plan.describe(cfg.block_size, self.max_model_len, cfg.num_kept_blocks))

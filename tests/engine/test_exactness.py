@@ -18,7 +18,7 @@ def model_and_reference(request):
 
 def run(folder, prompts, **options):
     llm = LLM(folder, device="cpu", block_size=16, **options)
-    params = SamplingParams(temperature=0, max_tokens=NEW_TOKENS, ignore_eos=True)
+    params = SamplingParams(temperature=0, max_tokens=NEW_TOKENS, min_tokens=NEW_TOKENS)
     outputs = llm.generate(prompts, params, use_tqdm=False)
     assert llm.block_manager.num_free_blocks == llm.num_kv_blocks, "KV blocks leaked"
     return llm, [o.token_ids for o in outputs]
@@ -52,7 +52,7 @@ def test_shared_prefix_hits_cache_and_matches(model_and_reference):
 def test_n_samples_share_the_prompt_blocks(model_and_reference):
     folder, prompts, reference = model_and_reference
     llm = LLM(folder, device="cpu", block_size=16, kv_cache_tokens=4096)
-    params = SamplingParams(n=3, temperature=0, max_tokens=NEW_TOKENS, ignore_eos=True)
+    params = SamplingParams(n=3, temperature=0, max_tokens=NEW_TOKENS, min_tokens=NEW_TOKENS)
     (out,) = llm.generate([prompts[4]], params, use_tqdm=False)
     assert [c.token_ids for c in out.outputs] == [reference[4]] * 3
     assert llm.block_manager.num_hit_tokens == 2 * 48  # 64-token prompt: 3 full blocks cached

@@ -35,7 +35,7 @@ def smollm2():
 
 
 def _generate(llm, prompts):
-    params = SamplingParams(temperature=0, max_tokens=NEW_TOKENS, ignore_eos=True)
+    params = SamplingParams(temperature=0, max_tokens=NEW_TOKENS, min_tokens=NEW_TOKENS)
     outs = llm.generate(prompts, params, use_tqdm=False)
     assert llm.block_manager.num_free_blocks == llm.num_kv_blocks
     return [o.token_ids for o in outs]
@@ -48,7 +48,6 @@ def test_greedy_batch_matches_transformers(smollm2):
 
 def test_preemption_and_no_prefix_cache_still_match(smollm2):
     llm, prompts, reference = smollm2
-    llm.config.enable_prefix_caching = False
     small = LLM("smollm2-135m", device="cpu", block_size=16, kv_cache_tokens=16 * 40,
                 max_model_len=512, enable_prefix_caching=False, max_num_batched_tokens=128)
     assert _generate(small, prompts) == reference

@@ -19,6 +19,7 @@ class SampleRequest:
     seeds: list[int]
     positions: list[int]  # logical position of the token being generated
     forced: list[int]  # teacher-forced token per row, -1 when sampling
+    suppress: list[tuple[int, list[int]]]  # (row index, token ids masked: min_tokens not reached)
 
 
 @dataclass
@@ -40,7 +41,7 @@ def build_batch(out: SchedulerOutput, block_size: int, window: int) -> Batch:
     b = block_size
     ids, pos, slots, qslots = [], [], [], []
     dec_tables, dec_lens, pre_tables, pre_q, pre_lens = [], [], [], [], []
-    s = SampleRequest([], [], [], [], [], [], [], [], [])
+    s = SampleRequest([], [], [], [], [], [], [], [], [], [])
     for seq, n in zip(out.seqs, out.num_new_tokens):
         start, phys = seq.num_computed, seq.phys_len
         ids += seq.token_ids[start:start + n]
@@ -71,6 +72,8 @@ def build_batch(out: SchedulerOutput, block_size: int, window: int) -> Batch:
             s.seeds.append(seq.seed)
             s.positions.append(len(seq))
             forced = p.forced_tokens
+            if seq.num_output_tokens < p.min_tokens:
+                s.suppress.append((len(s.rows) - 1, p.stop_token_ids))
             s.forced.append(forced[seq.num_output_tokens] if forced else -1)
     return Batch(ids, pos, slots, qslots, len(dec_lens), dec_tables, dec_lens,
                  pre_tables, pre_q, pre_lens, s)

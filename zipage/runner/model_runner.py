@@ -24,6 +24,7 @@ class ModelRunner:
         self.max_model_len = max_model_len
         self.compression_time_s = 0.0
         self.teacher_records: dict[int, list[tuple[float, bool]]] = {}
+        self.eos_token_ids: set[int] = set()  # set by LLM; masked while min_tokens is unmet
         peak = self._profile_peak_memory() if device.type == "cuda" else 0
         self.plan: MemoryPlan = plan_memory(self.spec, cfg, dtype, device, peak, reserve_bytes=0,
                                               max_model_len=max_model_len)
@@ -117,6 +118,8 @@ class ModelRunner:
             logits = self.model.logits(hidden[:n])
         else:
             logits = self.model.logits(hidden[to_device(s.rows, np.int64, dev)])
+        for row, extra in s.suppress:  # min_tokens: end-of-sequence tokens are not allowed yet
+            logits[row, list(self.eos_token_ids | set(extra))] = float("-inf")
         if all(t == 0 for t in s.temperature) and all(f < 0 for f in s.forced):
             return dict(zip(s.seq_ids, logits.argmax(dim=-1).tolist()))
         f32 = lambda x: to_device(x, np.float32, dev)  # noqa: E731
