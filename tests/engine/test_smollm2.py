@@ -52,3 +52,12 @@ def test_preemption_and_no_prefix_cache_still_match(smollm2):
                 max_model_len=512, enable_prefix_caching=False, max_num_batched_tokens=128)
     assert _generate(small, prompts) == reference
     assert small.scheduler.num_preemptions > 0
+
+
+def test_budget_larger_than_every_sequence_changes_nothing(smollm2):
+    llm, prompts, reference = smollm2
+    zipped = LLM("smollm2-135m", device="cpu", block_size=16, kv_cache_tokens=4096,
+                 max_model_len=2048, budget=256, use_global_score=True, use_pooling=True,
+                 redundancy="lightning")
+    assert max(len(zipped.tokenizer(p).input_ids) for p in prompts) + NEW_TOKENS < 256
+    assert _generate(zipped, prompts) == reference
