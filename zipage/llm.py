@@ -23,7 +23,7 @@ class LLM:
         path, gguf = resolve(cfg.model, cfg.load_format)
         hf_config = load_hf_config(path, gguf)
         self.spec = spec_from_hf_config(hf_config)
-        self.tokenizer = load_tokenizer(path, gguf, cfg.tokenizer)
+        self.tokenizer = load_tokenizer(path, gguf, cfg.tokenizer, self.spec.vocab_size)
         self.max_model_len = self._max_model_len()
         self.eos_token_ids = self._eos_ids(hf_config)
         model_obj = build_model(self.spec, path, gguf, cfg.load_format, self.dtype, self.device, cfg.seed)

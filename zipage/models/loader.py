@@ -41,16 +41,21 @@ def load_hf_config(path: str, gguf: str | None) -> PretrainedConfig:
     return AutoConfig.from_pretrained(path, gguf_file=gguf) if gguf else AutoConfig.from_pretrained(path)
 
 
-def load_tokenizer(path: str, gguf: str | None, tokenizer: str | None):
+def load_tokenizer(path: str, gguf: str | None, tokenizer: str | None, vocab_size: int):
     source = tokenizer or path
     if source in SHAPES:
         return None
     try:
-        return AutoTokenizer.from_pretrained(source, gguf_file=gguf) if gguf and not tokenizer \
+        tok = AutoTokenizer.from_pretrained(source, gguf_file=gguf) if gguf and not tokenizer \
             else AutoTokenizer.from_pretrained(source)
     except (OSError, ValueError) as e:
         warnings.warn(f"no tokenizer at {source} ({e.__class__.__name__}); prompts must be token ids")
         return None
+    if len(tok) < vocab_size // 2:  # transformers 5 builds an empty tokenizer when files are missing
+        warnings.warn(f"tokenizer at {source} has {len(tok)} tokens for a {vocab_size}-token model: "
+                      f"ignored; prompts must be token ids")
+        return None
+    return tok
 
 
 def _checkpoint_state(path: str, gguf: str | None) -> dict[str, torch.Tensor]:
