@@ -169,17 +169,25 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
 
 def paged_decode_attention_reference(q, k_cache, v_cache, block_tables, context_lens, scale,
                                      out=None, **_):
-    """PyTorch reference: per request, gather its keys, softmax in fp32 (syncs: not graph-safe)."""
+    """PyTorch reference, batched: gather every request's keys, masked fp32 softmax.
+
+    It is also the CPU path of the engine, hence one gather for the whole batch rather than
+    a Python loop per request. Syncs once (the longest context): not CUDA-graph safe.
+    """
     B, H_q, D = q.shape
     bs, H_kv = k_cache.shape[1], k_cache.shape[2]
     G = H_q // H_kv
     res = torch.zeros_like(q) if out is None else out.zero_()
-    for b, n in enumerate(context_lens.tolist()):
-        if n == 0:
-            continue
-        blocks = block_tables[b, : math.ceil(n / bs)].long()
-        k = k_cache[blocks].flatten(0, 1)[:n].float().repeat_interleave(G, 1)  # (n, H_q, D)
-        v = v_cache[blocks].flatten(0, 1)[:n].float().repeat_interleave(G, 1)
-        scores = torch.einsum("hd,nhd->hn", q[b].float() * scale, k)
-        res[b] = torch.einsum("hn,nhd->hd", scores.softmax(-1), v).to(res.dtype)
+    width = math.ceil(int(context_lens.max()) / bs) if B else 0
+    if width == 0:
+        return res
+    pages = block_tables[:, :width].long().clamp(min=0)  # padding is masked below, never used
+    k = k_cache[pages].reshape(B, width * bs, H_kv, D).float()
+    v = v_cache[pages].reshape(B, width * bs, H_kv, D).float()
+    scores = torch.einsum("bkgd,bnkd->bkgn", q.float().view(B, H_kv, G, D) * scale, k)
+    valid = torch.arange(width * bs, device=q.device)[None, :] < context_lens[:, None].long()
+    scores = scores.masked_fill(~valid[:, None, None, :], float("-inf"))
+    probs = torch.nan_to_num(scores.softmax(-1), nan=0.0)  # rows with no keys -> zeros
+    v = v.masked_fill(~valid[:, :, None, None], 0.0)  # slots past the context may hold anything
+    res.copy_(torch.einsum("bkgn,bnkd->bkgd", probs, v).reshape(B, H_q, D))
     return res
