@@ -1,0 +1,86 @@
+"""Grade one math sample. Runs inside a worker process (math-verify uses signal.alarm,
+which only works in a process's main thread), so keep it free of harness imports."""
+from __future__ import annotations
+
+import re
+import time
+
+THINK_END = "</think>"
+_INT = re.compile(r"^[+-]?\d+(\.0+)?$")
+
+
+def answer_region(text: str, finish_reason: str, thinking: bool = False) -> tuple[str, bool]:
+    """(text to extract from, truncated). Reasoning before the last </think> never counts;
+    a thinking model that never closed its reasoning has given no answer."""
+    truncated = finish_reason == "length"
+    if THINK_END in text:
+        return text.rsplit(THINK_END, 1)[1], truncated
+    return ("" if thinking else text), truncated
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last \\boxed{...} / \\fbox{...}, braces matched; None if absent."""
+    start = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
+    if start < 0:
+        return None
+    i = text.find("{", start)
+    if i < 0:
+        return None
+    depth = 0
+    for j in range(i, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        if depth == 0:
+            return text[i + 1:j]
+    return None  # unclosed box (e.g. cut off mid-answer)
+
+
+def _strict_int(s: str | None) -> int | None:
+    s = (s or "").strip().strip("$").replace(",", "").strip()
+    return int(float(s)) if _INT.match(s) else None
+
+
+def grade(item: dict) -> dict:
+    """item: text, finish_reason, gold, timeout (s), penalize_truncated, thinking -> verdict."""
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+
+    timeout = max(1, int(round(item.get("timeout", 5))))
+    region, truncated = answer_region(item["text"], item["finish_reason"], item.get("thinking", False))
+    boxed = last_boxed(region)
+    verdict = {"correct": False, "correct_lenient": False, "extracted_answer": None,
+               "truncated": truncated, "has_boxed": boxed is not None, "error": None}
+    gold_text = str(item["gold"]).strip()
+    try:
+        gold = parse(f"${gold_text}$", parsing_timeout=timeout)
+        if not gold:  # plain numbers that fail as LaTeX
+            gold = parse(gold_text, [ExprExtractionConfig()], parsing_timeout=timeout)
+        if not gold:
+            verdict["error"] = f"unparsable gold answer {gold_text!r}"
+            return verdict
+        # Boxed first; the plain-expression fallback only if there is no box at all.
+        t0 = time.monotonic()
+        pred = parse(region, [LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()],
+                     parsing_timeout=timeout)
+        if not pred and time.monotonic() - t0 >= 0.9 * timeout:
+            verdict["error"] = f"timeout: parsing the answer took over {timeout}s"
+        if pred:
+            verdict["extracted_answer"] = str(pred[-1])
+            t0 = time.monotonic()
+            ok = bool(verify(gold, pred, timeout_seconds=timeout))
+            if not ok and time.monotonic() - t0 >= 0.9 * timeout:
+                verdict["error"] = f"timeout: verifying took over {timeout}s"
+            verdict["correct_lenient"] = ok
+            verdict["correct"] = ok and not (truncated and item.get("penalize_truncated", True))
+        elif boxed is not None and verdict["error"] is None:
+            verdict["extracted_answer"] = boxed
+            verdict["error"] = "unparsable answer"
+    except Exception as e:  # math-verify raises on timeouts only with raise_on_error; be safe
+        verdict["error"] = f"{type(e).__name__}: {e}"[:200]
+    g_int = _strict_int(gold_text)
+    if g_int is not None and boxed is not None:
+        verdict["strict_int_match"] = _strict_int(boxed) == g_int
+    return verdict
+
+
+def warmup() -> None:
+    """Pool initializer: import sympy/math-verify once per worker."""
+    import math_verify  # noqa: F401

@@ -1,0 +1,45 @@
+"""The short human-readable summary printed at the end of a run."""
+from __future__ import annotations
+
+
+def _f(x, fmt: str) -> str:
+    return "n/a" if x is None else format(x, fmt)
+
+
+def report(s: dict) -> str:
+    b = s.get("baseline") or {}
+    label = "Zipage" if s.get("budget") is not None else "Full KV"
+    budget = f" budget={s['budget']}" if s.get("budget") is not None else ""
+    lines = [
+        f"{s['task']} | {s['model']} | {s['engine']}{budget} block={s['block_size']} | "
+        f"n={s['n']} max_tokens={s['max_tokens']} T={s['temperature']} | device={s.get('device')}",
+        f"problems {s['num_problems']}/{s['num_problems_expected']}, samples "
+        f"{s['num_samples']}/{s['num_samples_expected']}"
+        + ("" if s.get("complete") else "  (PARTIAL: rerun the same command to resume)"),
+        f"{'':8} {'pass@1':>16} {'out tok/s':>10} {'gen time s':>11} {'mean len':>9} {'trunc':>6}",
+        f"{label:8} {_f(s['pass@1'], '.4f'):>7} ± {_f(s['pass@1_stderr'], '.4f'):<6} "
+        f"{_f(s['output_tokens_per_s'], '.1f'):>10} {_f(s['time_to_finish_s'], '.1f'):>11} "
+        f"{_f(s['mean_output_tokens'], '.1f'):>9} {_f(s['truncation_rate'], '.0%'):>6}",
+    ]
+    if s.get("budget") is not None:
+        lines.append(
+            f"{'Full KV':8} {_f(b.get('pass@1'), '.4f'):>7} ± {_f(b.get('pass@1_stderr'), '.4f'):<6} "
+            f"{_f(b.get('output_tokens_per_s'), '.1f'):>10} {_f(b.get('time_to_finish_s'), '.1f'):>11} "
+            f"{_f(b.get('mean_output_tokens'), '.1f'):>9}")
+        if b.get("status"):
+            lines.append(f"Full KV baseline: {b['status']}")
+        retained = b.get("accuracy_retained")
+        lines.append(f"accuracy retained {'n/a' if retained is None else f'{retained:.1f}%'}   "
+                     f"speedup {_f(b.get('speedup'), '.2f')}x (output tok/s)   "
+                     f"time-to-finish speedup {_f(b.get('time_to_finish_speedup'), '.2f')}x")
+    extra = [f"pass@1 incl. truncated {_f(s.get('pass@1_incl_truncated'), '.4f')}",
+             f"boxed {_f(s.get('boxed_rate'), '.0%')}",
+             f"p95 len {_f(s.get('p95_output_tokens'), '.0f')}",
+             f"compression share {_f(s.get('compression_time_share'), '.1%')}"]
+    if s.get("num_scoring_timeouts"):
+        extra.append(f"scoring timeouts {s['num_scoring_timeouts']}")
+    lines.append("  ".join(extra))
+    for note in s.get("cpu_clamps") or []:
+        lines.append(f"note: {note}")
+    lines.append(f"results: {s['run_dir']}")
+    return "\n".join(lines)

@@ -1,0 +1,105 @@
+"""Metrics over scored samples and generation stats: pure functions, no engine needed."""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k for one problem: 1 - C(n-c, k) / C(n, k)."""
+    if k > n:
+        raise ValueError(f"k={k} > n={n}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Linear-interpolated percentile (q in [0, 100])."""
+    if not values:
+        return None
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100.0
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def accuracy(rows: list[dict], key: str = "correct") -> dict:
+    """pass@1 = mean over problems of c_i/n_i; its standard error across problems; pass@k."""
+    per: dict[str, list[bool]] = defaultdict(list)
+    for r in rows:
+        per[r["problem_id"]].append(bool(r.get(key)))
+    if not per:
+        return {"pass@1": None, "pass@1_stderr": None}
+    fracs = [sum(v) / len(v) for v in per.values()]
+    p = len(fracs)
+    mean = sum(fracs) / p
+    var = sum((f - mean) ** 2 for f in fracs) / (p - 1) if p > 1 else 0.0
+    out = {"pass@1": mean, "pass@1_stderr": math.sqrt(var / p)}
+    n_min = min(len(v) for v in per.values())
+    k = 2
+    while k <= n_min:  # pass@k for powers of two every problem has enough samples for
+        out[f"pass@{k}"] = sum(pass_at_k(len(v), sum(v), k) for v in per.values()) / p
+        k *= 2
+    return out
+
+
+def throughput(segments: list[dict]) -> dict:
+    """Aggregate engine stats over generation segments (a resumed run has several)."""
+    wall = sum(s.get("wall_time_s", 0.0) for s in segments)
+    out_tok = sum(s.get("num_output_tokens", 0) for s in segments)
+    comp = sum(s.get("compression_time_s", 0.0) or 0.0 for s in segments)
+    mean_run = (sum(s.get("mean_running", 0.0) * s.get("wall_time_s", 0.0) for s in segments) / wall
+                if wall > 0 else None)
+    return {
+        "timed_output_tokens": out_tok,             # from completed generate() calls
+        "generation_wall_time_s": wall,             # model load excluded
+        "output_tokens_per_s": out_tok / wall if wall > 0 else None,
+        "peak_running": max((s.get("peak_running", 0) for s in segments), default=None),
+        "mean_running": mean_run,
+        "compression_time_share": comp / wall if wall > 0 else None,
+        "num_compressions": sum(s.get("num_compressions", 0) or 0 for s in segments),
+        "num_preemptions": sum(s.get("num_preemptions", 0) or 0 for s in segments),
+        "time_to_finish_s": wall,                   # all generate() calls of this run
+        "generation_segments": len(segments),
+    }
+
+
+def summarize(rows: list[dict], num_problems: int, n: int, segments: list[dict]) -> dict:
+    """The summary.json body (without the baseline block)."""
+    lengths = [r.get("completion_tokens", 0) for r in rows]
+    s: dict = {"num_problems": len({r["problem_id"] for r in rows}),
+               "num_problems_expected": num_problems,
+               "num_samples": len(rows), "num_samples_expected": num_problems * n,
+               "complete": len(rows) >= num_problems * n}
+    s.update(accuracy(rows))
+    lenient = accuracy(rows, "correct_lenient")
+    s["pass@1_incl_truncated"] = lenient["pass@1"]
+    frac = (lambda pred: sum(1 for r in rows if pred(r)) / len(rows) if rows else None)
+    s["truncation_rate"] = frac(lambda r: r.get("finish_reason") == "length")
+    s["boxed_rate"] = frac(lambda r: bool(r.get("has_boxed")))
+    s["error_rate"] = frac(lambda r: bool(r.get("error")))
+    s["num_scoring_timeouts"] = sum(1 for r in rows if str(r.get("error") or "").startswith("timeout"))
+    s["mean_output_tokens"] = sum(lengths) / len(lengths) if lengths else None
+    s["p95_output_tokens"] = percentile(lengths, 95)
+    s.update(throughput(segments))
+    s["output_tokens"] = sum(lengths)
+    wall = s["generation_wall_time_s"]
+    correct = sum(1 for r in rows if r.get("correct"))
+    s["correct_per_hour"] = correct / (wall / 3600) if wall else None
+    return s
+
+
+def compare(run: dict, base: dict) -> dict:
+    """The `baseline` block: Full-KV numbers plus accuracy retained (%) and speedup (x)."""
+    p, bp = run.get("pass@1"), base.get("pass@1")
+    t, bt = run.get("output_tokens_per_s"), base.get("output_tokens_per_s")
+    f, bf = run.get("time_to_finish_s"), base.get("time_to_finish_s")
+    return {
+        "pass@1": bp, "pass@1_stderr": base.get("pass@1_stderr"),
+        "output_tokens_per_s": bt, "time_to_finish_s": bf,
+        "mean_output_tokens": base.get("mean_output_tokens"),
+        "accuracy_retained": 100.0 * p / bp if p is not None and bp else None,
+        "speedup": t / bt if t and bt else None,
+        "time_to_finish_speedup": bf / f if f and bf else None,
+    }
