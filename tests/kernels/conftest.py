@@ -3,29 +3,10 @@
 TRITON_INTERPRET must be set before triton (and zipage.kernels) is imported, because
 triton.jit picks the interpreter at decoration time.
 """
-import os
 import sys
 from pathlib import Path
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
+from tests.triton_interpreter import _seed, triton_cpu  # noqa: E402,F401 (fixtures)
 
-from zipage.kernels import use_triton  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def _seed():
-    torch.manual_seed(0)
-
-
-@pytest.fixture
-def triton_cpu():
-    """Skip when the Triton path is not what the wrappers would run on CPU here."""
-    if not use_triton(torch.empty(0)):
-        if os.environ.get("ZIPAGE_REQUIRE_TRITON") == "1":  # CI: a skipped kernel check is a failure
-            pytest.fail("Triton interpreter unavailable")
-        pytest.skip("Triton interpreter unavailable (triton missing or imported earlier "
-                    "without TRITON_INTERPRET=1)")
