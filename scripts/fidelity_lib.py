@@ -26,6 +26,17 @@ SCORED_METHODS = {
                    dict(use_global_score=True, use_pooling=True, redundancy="raw")),
     "attn": ("attention only", {}),
     "attn_global": ("attention + global score", dict(use_global_score=True)),
+    # Ablations of the full score (for investigations; not in the default table).
+    "zipage_sinks": ("full score + 4 sink tokens",
+                     dict(use_global_score=True, use_pooling=True, redundancy="lightning",
+                          num_sink_tokens=4)),
+    "global_pool": ("global + pool (no redundancy)",
+                    dict(use_global_score=True, use_pooling=True)),
+    "global_lightning": ("global + lightning (no pooling)",
+                         dict(use_global_score=True, redundancy="lightning")),
+    "zipage_rw05": ("full score, redundancy weight 0.5",
+                    dict(use_global_score=True, use_pooling=True, redundancy="lightning",
+                         redundancy_weight=0.5)),
 }
 BASELINES = {
     "recent": "recent window + sinks (StreamingLLM-like)",
@@ -60,18 +71,15 @@ def method_options(method: str, budget: int, window: int, sinks: int):
     if method == "recent":
         switch = find_mode_switch("recent")
         if switch:
-            return {switch: "recent", "num_sink_tokens": sinks}, f"engine switch {switch}='recent'"
-        # Exact through existing switches: the forced keeps of spec §5.8 are the first
-        # num_sink_tokens physical slots and the last observation_window slots, all other
-        # slots compete for nothing when sinks + window == budget. Compaction keeps order, so
-        # the first physical slots stay the first tokens: keep-set = first S + last budget-S.
-        return (dict(num_sink_tokens=sinks, observation_window=budget - sinks),
-                f"num_sink_tokens={sinks}, observation_window=budget-{sinks} (every kept slot is "
-                f"a forced keep; no score involved)")
+            return ({switch: "recent", "num_sink_tokens": sinks},
+                    f"{switch}='recent', num_sink_tokens={sinks}")
+        return None, ("MISSING: the engine has no recent-window switch (needs e.g. "
+                      "CompressionConfig.score='recent': keep the sinks and the most recent "
+                      "budget - sinks tokens)")
     if method == "random":
         switch = find_mode_switch("random")
         if switch:
-            return {switch: "random"}, f"engine switch {switch}='random'"
+            return {switch: "random"}, f"{switch}='random' (window still forced, no sinks)"
         return None, ("MISSING: the engine has no random-eviction switch (needs e.g. "
                       "CompressionConfig.score='random', uniform random scores per (layer, "
                       "request, KV head) from a seeded generator, window/sinks still forced)")
@@ -130,6 +138,17 @@ def cache_model_loading():
     _CACHED = True
 
 
+def load_tokenizer(model: str):
+    """The engine's tokenizer (llm.tokenizer); builds one small engine (loading is memoised)."""
+    llm = LLM(model, device="cpu", kv_cache_tokens=256, block_size=16, max_num_seqs=1)
+    tok = llm.tokenizer
+    del llm
+    gc.collect()
+    if tok is None:
+        raise RuntimeError(f"{model} has no tokenizer")
+    return tok
+
+
 def run_config(model: str, texts, prompt_tokens: int, budget, block_size: int, options: dict):
     """One engine, all texts in one generate call. Returns per-text records and stats."""
     n = len(texts)
@@ -176,35 +195,57 @@ def _se(xs):
     return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1) / len(xs))
 
 
-def summarize(recs, ref, prompt_tokens: int, start: int = 0, bucket: int = 256):
+def summarize(recs, ref, prompt_tokens: int, ref_prompt_tokens: int, start: int = 0,
+              bucket: int = 128):
     """Metrics of one configuration against the Full-KV records `ref` (same texts).
 
-    start: first text index scored (0 = every forced token; budget + block_size = only tokens
-    predicted after the request's first compression could have happened).
+    recs[i] forces text tokens [prompt_tokens, prompt_tokens + len); ref[i] forces tokens
+    from ref_prompt_tokens <= prompt_tokens on, at least as far (teacher forcing is causal,
+    so Full KV's log p of a token does not depend on how far the text goes on).
+    start: first text index scored (e.g. budget + block_size: only tokens predicted after the
+    request's first compression could have happened).
     """
-    lp, lp_ref, match, agree, agree_id, per_text = [], [], [], [], [], []
+    lp, lp_ref, match, match_ref, agree, agree_id, per_text = [], [], [], [], [], [], []
     buckets: dict[int, list[float]] = {}
     for r, f in zip(recs, ref):
+        n = len(r["logprobs"])
         first = max(0, start - prompt_tokens)
+        off = prompt_tokens - ref_prompt_tokens
+        f_lp, f_match = f["logprobs"][off:off + n], f["match"][off:off + n]
+        f_arg = f["argmax"][off:off + n] if f["argmax"] is not None else None
         text_lp = r["logprobs"][first:]
         per_text.append(-_mean(text_lp))
         lp += text_lp
-        lp_ref += f["logprobs"][first:]
+        lp_ref += f_lp[first:]
         match += r["match"][first:]
-        agree += [a == b for a, b in zip(r["match"][first:], f["match"][first:])]
-        if r["argmax"] is not None and f["argmax"] is not None:
-            agree_id += [a == b for a, b in zip(r["argmax"][first:], f["argmax"][first:])]
-        for i, (x, y) in enumerate(zip(r["logprobs"], f["logprobs"])):
-            buckets.setdefault((prompt_tokens + i) // bucket * bucket, []).append(y - x)
+        match_ref += f_match[first:]
+        agree += [a == b for a, b in zip(r["match"][first:], f_match[first:])]
+        if r["argmax"] is not None and f_arg is not None:
+            agree_id += [a == b for a, b in zip(r["argmax"][first:], f_arg[first:])]
+        for i in range(first, n):
+            pos = prompt_tokens + i
+            buckets.setdefault(pos // bucket * bucket, []).append(f_lp[i] - r["logprobs"][i])
     diff = [y - x for x, y in zip(lp, lp_ref)]  # per-token NLL increase vs Full KV
     return dict(
-        num_tokens=len(lp), nll=-_mean(lp), nll_full=-_mean(lp_ref), delta_nll=_mean(diff),
-        delta_nll_se=_se(diff), top1_acc=_mean(match), match_agreement=_mean(agree),
-        argmax_agreement=_mean(agree_id) if agree_id else None,
+        num_tokens=len(lp), first_scored=max(start, prompt_tokens), nll=-_mean(lp),
+        nll_full=-_mean(lp_ref), delta_nll=_mean(diff), delta_nll_se=_se(diff),
+        top1_acc=_mean(match), top1_acc_full=_mean(match_ref),
+        match_agreement=_mean(agree), argmax_agreement=_mean(agree_id) if agree_id else None,
         nll_per_text=per_text,
         delta_nll_by_position={k: _mean(v) for k, v in sorted(buckets.items())},
         num_compressions=[r["num_compressions"] for r in recs],
         peak_kv_tokens=[r["peak_kv_tokens"] for r in recs])
+
+
+def paired(recs_a, recs_b, prompt_tokens: int, start: int):
+    """Per-token NLL difference a - b on the same tokens: mean, standard error, per text."""
+    first = max(0, start - prompt_tokens)
+    diff, per_text = [], []
+    for a, b in zip(recs_a, recs_b):
+        d = [y - x for x, y in zip(a["logprobs"][first:], b["logprobs"][first:])]
+        per_text.append(_mean(d))
+        diff += d
+    return dict(mean=_mean(diff), se=_se(diff), per_text=per_text)
 
 
 # --------------------------------------------------------------------------------------------
@@ -226,6 +267,11 @@ def markdown_table(rows, budgets, key="all"):
     head = "| method | " + " | ".join(f"budget {b}" for b in budgets) + " |"
     sep = "|---|" + "---|" * len(budgets)
     lines = [head, sep]
+    full = []
+    for b in budgets:
+        s = next((c[b][key] for _, c in rows if c.get(b)), None)
+        full.append("missing" if s is None else f"{s['nll_full']:.4f} / 100%")
+    lines.append("| Full KV (reference) | " + " | ".join(full) + " |")
     for method, cells in rows:
         lines.append(f"| {METHOD_LABELS.get(method, method)} | " + " | ".join(
             cell(cells.get(b, {}).get(key) if cells.get(b) else None) for b in budgets) + " |")
