@@ -73,3 +73,15 @@ def test_bad_sampling_params():
         SamplingParams(top_p=0)
     with pytest.raises(ValueError, match="temperature"):
         SamplingParams(temperature=-1)
+
+
+def test_teacher_forcing_reports_log_probs_and_greedy_choices(llm):
+    prompt, forced = random_prompts([6, 12], vocab=384, seed=5)
+    (free,) = llm.generate([prompt], SamplingParams(temperature=0, max_tokens=12, ignore_eos=True),
+                           use_tqdm=False)
+    (out,) = llm.generate([prompt], SamplingParams(forced_tokens=forced), use_tqdm=False)
+    m = out.metrics
+    assert out.token_ids == forced and len(m["forced_logprobs"]) == 12
+    assert all(lp <= 0 for lp in m["forced_logprobs"])
+    assert m["forced_argmax"][0] == free.token_ids[0]  # same context before the first forced token
+    assert m["forced_greedy_match"] == [a == f for a, f in zip(m["forced_argmax"], forced)]

@@ -28,8 +28,9 @@ def _completion(llm, seq: Sequence) -> CompletionOutput:
                    peak_kv_tokens=seq.peak_kv_tokens, num_preemptions=seq.num_preemptions)
     records = llm.runner.teacher_records.pop(seq.seq_id, None)
     if records is not None:
-        metrics["forced_logprobs"] = [lp for lp, _ in records]
-        metrics["forced_greedy_match"] = [m for _, m in records]
+        metrics["forced_logprobs"] = [lp for lp, _, _ in records]
+        metrics["forced_argmax"] = [top for _, top, _ in records]
+        metrics["forced_greedy_match"] = [m for _, _, m in records]
     return CompletionOutput(seq.sample_index, text, ids, seq.finish_reason, metrics)
 
 

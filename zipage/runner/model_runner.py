@@ -23,7 +23,7 @@ class ModelRunner:
         self.window = cfg.observation_window
         self.max_model_len = max_model_len
         self.compression_time_s = 0.0
-        self.teacher_records: dict[int, list[tuple[float, bool]]] = {}
+        self.teacher_records: dict[int, list[tuple[float, int, bool]]] = {}
         self.eos_token_ids: set[int] = set()  # set by LLM; masked while min_tokens is unmet
         peak = self._profile_peak_memory() if device.type == "cuda" else 0
         self.plan: MemoryPlan = plan_memory(self.spec, cfg, dtype, device, peak, reserve_bytes=0,
@@ -137,8 +137,9 @@ class ModelRunner:
         forced = torch.tensor(s.forced, dtype=torch.int64, device=self.device)
         use = forced >= 0
         logprob = torch.log_softmax(logits, dim=-1).gather(1, forced.clamp(min=0)[:, None])[:, 0]
-        match = logits.argmax(dim=-1) == forced
-        for sid, u, lp, m in zip(s.seq_ids, use.tolist(), logprob.tolist(), match.tolist()):
+        argmax = logits.argmax(dim=-1)
+        rows = zip(s.seq_ids, use.tolist(), logprob.tolist(), argmax.tolist(), s.forced)
+        for sid, u, lp, top, f in rows:
             if u:
-                self.teacher_records.setdefault(sid, []).append((lp, m))
+                self.teacher_records.setdefault(sid, []).append((lp, top, top == f))
         return torch.where(use, forced, tokens)
