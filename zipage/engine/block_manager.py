@@ -116,8 +116,13 @@ class BlockManager:
         if not self.enable_prefix_caching or seq.num_evicted:
             return
         b = self.block_size
-        prev = None
-        for i in range(num_tokens // b):
+        # Blocks full before this step were hashed when their step was scheduled: start after
+        # them (a per-step hot path), unless the chain has a gap.
+        start = min(seq.num_computed, num_tokens) // b
+        prev = self.blocks[seq.block_table[start - 1]].hash if start else None
+        if prev is None:
+            start = 0
+        for i in range(start, num_tokens // b):
             block = self.blocks[seq.block_table[i]]
             tokens = seq.token_ids[i * b:(i + 1) * b]
             if block.hash is None:

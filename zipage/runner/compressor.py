@@ -1,10 +1,12 @@
 """Builds device tensors for the compression tasks of a step and runs the pipeline."""
 import weakref
 
+import numpy as np
 import torch
 
 from zipage.compression import CompressionBatch, compress_batch
 from zipage.engine.scheduler import CompressionTask
+from zipage.runner.batch import pad_tables, to_device
 
 
 def window_positions(num_computed: int, phys_len: int, window: int) -> list[int]:
@@ -22,16 +24,15 @@ class Compressor:
         self.generator = torch.Generator().manual_seed(cfg.seed)  # "random" baseline only
 
     def build_batch(self, tasks: list[CompressionTask]) -> CompressionBatch:
-        W, b = self.cfg.observation_window, self.cfg.block_size
-        n_max = max(len(t.old_table) for t in tasks)
+        W = self.cfg.observation_window
         dev = self.runner.device
 
         def i32(rows):
-            return torch.tensor(rows, dtype=torch.int32, device=dev)
+            return to_device(rows, np.int32, dev)
 
         return CompressionBatch(
             slots=i32([t.seq.query_slot for t in tasks]),
-            block_tables=i32([t.old_table + [-1] * (n_max - len(t.old_table)) for t in tasks]),
+            block_tables=i32(pad_tables([t.old_table for t in tasks])),
             target_tables=i32([t.target_table for t in tasks]),
             phys_lens=i32([t.phys_len for t in tasks]),
             window_pos=i32([window_positions(t.seq.num_computed, t.phys_len, W) for t in tasks]),

@@ -17,13 +17,12 @@ class DecodeGraphs:
     def __init__(self, runner, max_batch: int, table_width: int):
         self.runner, self.width = weakref.proxy(runner), table_width  # no reference cycle
         dev = runner.device
-        # Static inputs: rows ids, positions, slots, query slots (int64); lens + tables (int32).
+        # Static inputs: rows ids, positions, slots, query slots (int64); lens, tables (int32).
         self.vectors = torch.zeros(4, max_batch, dtype=torch.int64, device=dev)
         self.ids, self.pos, self.slots, self.qslots = self.vectors
-        self.lens_tables = torch.zeros(max_batch, table_width + 1, dtype=torch.int32, device=dev)
         self.lens = torch.zeros(max_batch, dtype=torch.int32, device=dev)
-        self.tables = self.lens_tables[:, 1:]
-        # Pinned host staging: two copies per step instead of one per input.
+        self.tables = torch.full((max_batch, table_width), -1, dtype=torch.int32, device=dev)
+        # Pinned host staging: three copies per step instead of one per input.
         self.host_vectors = torch.zeros(4, max_batch, dtype=torch.int64).pin_memory()
         self.host_lens = torch.zeros(max_batch, dtype=torch.int32).pin_memory()
         self.host_tables = torch.zeros(max_batch, table_width, dtype=torch.int32).pin_memory()

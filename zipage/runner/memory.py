@@ -37,8 +37,7 @@ def bytes_per_query_slot(spec: ModelSpec, window: int, dtype: torch.dtype) -> in
     return spec.num_layers * window * spec.num_heads * spec.head_dim * item
 
 
-def plan_memory(spec, cfg, dtype, device, peak_bytes: int, reserve_bytes: int,
-                max_model_len: int) -> MemoryPlan:
+def plan_memory(spec, cfg, dtype, device, peak_bytes: int, max_model_len: int) -> MemoryPlan:
     with_score = cfg.budget is not None and bool(cfg.compression.use_global_score)
     block = bytes_per_block(spec, cfg.block_size, dtype, with_score)
     slots = cfg.max_num_seqs if cfg.budget is not None else 0
@@ -48,7 +47,7 @@ def plan_memory(spec, cfg, dtype, device, peak_bytes: int, reserve_bytes: int,
         return MemoryPlan(-(-tokens // cfg.block_size), slots, block, slot_bytes)
     free, total = torch.cuda.mem_get_info(device)
     used_by_others = total - free - torch.cuda.memory_reserved(device)
-    available = total * cfg.gpu_memory_utilization - used_by_others - peak_bytes - reserve_bytes
+    available = total * cfg.gpu_memory_utilization - used_by_others - peak_bytes
     available -= slots * slot_bytes
     num_blocks = int(available // block)
     if num_blocks <= 0:

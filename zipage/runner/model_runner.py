@@ -26,7 +26,7 @@ class ModelRunner:
         self.teacher_records: dict[int, list[tuple[float, int, bool]]] = {}
         self.eos_token_ids: set[int] = set()  # set by LLM; masked while min_tokens is unmet
         peak = self._profile_peak_memory() if device.type == "cuda" else 0
-        self.plan: MemoryPlan = plan_memory(self.spec, cfg, dtype, device, peak, reserve_bytes=0,
+        self.plan: MemoryPlan = plan_memory(self.spec, cfg, dtype, device, peak,
                                               max_model_len=max_model_len)
         self._allocate_caches()
         self.compressor = None
