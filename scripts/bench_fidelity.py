@@ -48,6 +48,12 @@ import fidelity_lib as fl  # noqa: E402
 DEFAULT_METHODS = ["zipage", "attn", "attn_global", "recent", "random"]
 
 
+def method_name(name: str) -> str:
+    if not fl.is_method(name):
+        raise argparse.ArgumentTypeError(f"unknown method {name!r}")
+    return name
+
+
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="smollm2-135m")
@@ -61,8 +67,9 @@ def parse_args():
     ap.add_argument("--block-size", type=int, default=16)
     ap.add_argument("--window", type=int, default=16, help="observation window W")
     ap.add_argument("--sinks", type=int, default=4, help="sink tokens of the recent-window baseline")
-    ap.add_argument("--methods", nargs="+", default=DEFAULT_METHODS,
-                    choices=list(fl.METHOD_LABELS))
+    ap.add_argument("--methods", nargs="+", default=DEFAULT_METHODS, type=method_name,
+                    help=f"any of {', '.join(fl.METHOD_LABELS)}, or "
+                         f"{fl.WEIGHT_SWEEP_PREFIX}<w> (full score with redundancy weight w)")
     ap.add_argument("--seed", type=int, default=0, help="shuffle of the dataset records")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch CPU threads (1: the machine is shared; 2 threads on 2 busy cores "
@@ -228,7 +235,7 @@ def main():
     for m in args.methods:
         opts, note = fl.method_options(m, args.budgets[0], args.window, args.sinks)
         desc = note or ", ".join(f"{k}={v!r}" for k, v in (opts or {}).items()) or "defaults"
-        md.append(f"* {fl.METHOD_LABELS[m]} (`{m}`): {desc}")
+        md.append(f"* {fl.method_label(m)} (`{m}`): {desc}")
     md += ["", f"## Acceptance (full score NLL < recent-window and < random, every budget): "
            f"**{verdict}**", ""]
     for c in checks:

@@ -64,10 +64,26 @@ def find_mode_switch(value: str):
     return None
 
 
+WEIGHT_SWEEP_PREFIX = "zipage_rw="  # e.g. "zipage_rw=0.35": full score, redundancy weight 0.35
+
+
+def is_method(name: str) -> bool:
+    return name in METHOD_LABELS or name.startswith(WEIGHT_SWEEP_PREFIX)
+
+
+def method_label(name: str) -> str:
+    if name.startswith(WEIGHT_SWEEP_PREFIX):
+        return f"full score, redundancy weight {name[len(WEIGHT_SWEEP_PREFIX):]}"
+    return METHOD_LABELS[name]
+
+
 def method_options(method: str, budget: int, window: int, sinks: int):
     """(engine options, note) for `method` at `budget`, or (None, why it is missing)."""
     if method in SCORED_METHODS:
         return dict(SCORED_METHODS[method][1]), ""
+    if method.startswith(WEIGHT_SWEEP_PREFIX):
+        weight = float(method[len(WEIGHT_SWEEP_PREFIX):])
+        return dict(SCORED_METHODS["zipage"][1], redundancy_weight=weight), ""
     if method == "recent":
         switch = find_mode_switch("recent")
         if switch:
@@ -273,6 +289,6 @@ def markdown_table(rows, budgets, key="all"):
         full.append("missing" if s is None else f"{s['nll_full']:.4f} / 100%")
     lines.append("| Full KV (reference) | " + " | ".join(full) + " |")
     for method, cells in rows:
-        lines.append(f"| {METHOD_LABELS.get(method, method)} | " + " | ".join(
+        lines.append(f"| {method_label(method)} | " + " | ".join(
             cell(cells.get(b, {}).get(key) if cells.get(b) else None) for b in budgets) + " |")
     return "\n".join(lines)

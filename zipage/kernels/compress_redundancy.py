@@ -106,24 +106,35 @@ def redundancy(k_cache, block_tables, phys_lens, lightning: bool, threshold: flo
 
 
 def redundancy_reference(k_cache, block_tables, phys_lens, lightning: bool, threshold: float):
-    """PyTorch version of redundancy (dense (n, n) similarity per request)."""
+    """PyTorch version of redundancy: per request, dense similarity within each group of
+    positions (lightning: each physical block, O(n b D); raw: the whole request, O(n^2 D))."""
     L, NB, b, H, D = k_cache.shape
     B, n_max = block_tables.shape
     rho = torch.zeros(L, B, H, n_max * b, dtype=torch.float32, device=k_cache.device)
     for s in range(B):
         n = int(phys_lens[s])
+        if n == 0:
+            continue
         k = gather_positions(k_cache, block_tables[s], n).float().transpose(1, 2)  # (L,H,n,D)
         u = (k / k.norm(dim=-1, keepdim=True).clamp_min(1e-6)).to(k_cache.dtype).float()
-        pos = torch.arange(n, device=k.device)
-        pair = pos[:, None] != pos[None, :]
-        if lightning:
-            pair &= (pos[:, None] // b) == (pos[None, :] // b)
-        c = (u @ u.transpose(-1, -2)) * pair  # (L, H, i, j)
-        # l(j) = largest row i with c(i, j) > tau; (i + 1) * hit has its max there
-        partner = (((c > threshold) & pair) * (pos[:, None] + 1)).amax(-2) - 1  # (L, H, j)
-        hit = partner >= 0
-        partner = partner.clamp_min(0)
-        partner_c = c.gather(-2, partner.unsqueeze(-2)).squeeze(-2) * hit
-        r = c.sum(-1).scatter_add(-1, partner, -partner_c)
-        rho[:, s, :, :n] = r
+        group = b if lightning else n
+        groups = -(-n // group)
+        u = torch.nn.functional.pad(u, (0, 0, 0, groups * group - n))
+        u = u.view(L, H, groups, group, D)
+        valid = (torch.arange(groups * group, device=k.device) < n).view(groups, group)
+        rho[:, s, :, :n] = _group_rho(u, valid, threshold).flatten(-2)[..., :n]
     return rho
+
+
+def _group_rho(u, valid, threshold: float):
+    """rho over unit keys u (..., G, m, D) where only pairs inside one group of m count."""
+    m = u.shape[-2]
+    pos = torch.arange(m, device=u.device)
+    pair = (pos[:, None] != pos[None, :]) & valid[:, :, None] & valid[:, None, :]  # (G, m, m)
+    c = (u @ u.transpose(-1, -2)) * pair  # (..., G, i, j)
+    # l(j) = largest row i with c(i, j) > tau; (i + 1) * hit has its max there
+    partner = (((c > threshold) & pair) * (pos[:, None] + 1)).amax(-2) - 1  # (..., G, j)
+    hit = partner >= 0
+    partner = partner.clamp_min(0)
+    partner_c = c.gather(-2, partner.unsqueeze(-2)).squeeze(-2) * hit
+    return c.sum(-1).scatter_add(-1, partner, -partner_c)
