@@ -42,6 +42,7 @@ def main():
     llm.generate(long_prompts, SamplingParams(max_tokens=4, ignore_eos=True), use_tqdm=False)
     assert llm.last_stats.num_compressions >= a.num_requests, "warm-up did not compress"
     llm.runner.compressor.stage_ms.clear()
+    llm.runner.compressor.round_ms.clear()
     t0 = time.perf_counter()
     outs = llm.generate(prompts, params, use_tqdm=False)
     wall = time.perf_counter() - t0
@@ -57,6 +58,11 @@ def main():
           f"{st.compression_time_s / wall:.1%}")
     print("per-stage compression time per batch round (ms): "
           + ", ".join(f"{k}={v:.2f}" for k, v in per_round.items()))
+    rounds = llm.runner.compressor.round_ms
+    full = sorted(ms for n, ms in rounds if n == a.num_requests)
+    print(f"compression calls: {len(rounds)} (batch sizes {sorted({n for n, _ in rounds})}); "
+          f"whole-batch calls: {len(full)}, ms min/median/max "
+          + (f"{full[0]:.1f}/{full[len(full) // 2]:.1f}/{full[-1]:.1f}" if full else "-"))
     print(f"\n{'one compression of the batch':<36}{per_round.get('total', 0):>10.1f} ms")
     print(f"{'256 decode steps of the batch':<36}{256 * step_ms:>10.1f} ms  ({step_ms:.2f} ms/step)")
     print(f"{'ratio (compression / 256 steps)':<36}{per_round.get('total', 0) / (256 * step_ms):>10.3f}")

@@ -45,7 +45,7 @@ import torch  # noqa: E402
 
 import fidelity_lib as fl  # noqa: E402
 
-DEFAULT_METHODS = ["zipage", "attn", "attn_global", "recent", "random"]
+DEFAULT_METHODS = ["zipage", "zipage_paper", "attn", "attn_global", "recent", "random"]
 
 
 def method_name(name: str) -> str:
@@ -71,6 +71,9 @@ def parse_args():
                     help=f"any of {', '.join(fl.METHOD_LABELS)}, or "
                          f"{fl.WEIGHT_SWEEP_PREFIX}<w> (full score with redundancy weight w)")
     ap.add_argument("--seed", type=int, default=0, help="shuffle of the dataset records")
+    ap.add_argument("--exclude-sources", metavar="JSON", default=None,
+                    help="results JSON of another run (e.g. a tuning run): its text records "
+                         "are not used here, so tuning and test texts are disjoint")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch CPU threads (1: the machine is shared; 2 threads on 2 busy cores "
                          "oversubscribe OpenMP and run ~20x slower)")
@@ -115,7 +118,11 @@ def main():
     prompts = {B: prompt_len(args, B) for B in args.budgets}
     p_full = min(prompts.values())
     t_max = max(prompts.values()) + F
-    texts, sources = fl.build_texts(tok, args.dataset, args.num_texts, t_max, args.seed)
+    exclude = set()
+    if args.exclude_sources:
+        with open(args.exclude_sources) as f:
+            exclude = {r for text in json.load(f)["text_sources"] for r in text}
+    texts, sources = fl.build_texts(tok, args.dataset, args.num_texts, t_max, args.seed, exclude)
     print(f"{len(texts)} texts x {t_max} tokens; budgets {args.budgets} (prompt "
           f"{args.prompt_tokens}, {F} forced tokens per run); block {b}; W {args.window}",
           flush=True)

@@ -20,8 +20,12 @@ from zipage.compression.config import CompressionConfig
 
 # Name -> (label, engine options). Options are flat LLM keyword arguments.
 SCORED_METHODS = {
-    "zipage": ("full score (global + pool + lightning)",
-               dict(use_global_score=True, use_pooling=True, redundancy="lightning")),
+    "zipage": ("full score (global + pool + lightning, redundancy weight 0.2)",
+               dict(use_global_score=True, use_pooling=True, redundancy="lightning",
+                    redundancy_weight=0.2)),
+    "zipage_paper": ("full score, paper weight (redundancy weight 0.8)",
+                     dict(use_global_score=True, use_pooling=True, redundancy="lightning",
+                          redundancy_weight=0.8)),
     "zipage_raw": ("full score, raw redundancy (global + pool + raw)",
                    dict(use_global_score=True, use_pooling=True, redundancy="raw")),
     "attn": ("attention only", {}),
@@ -105,11 +109,14 @@ def method_options(method: str, budget: int, window: int, sinks: int):
 # --------------------------------------------------------------------------------------------
 # Texts
 
-def build_texts(tokenizer, dataset: str, num_texts: int, num_tokens: int, seed: int):
+def build_texts(tokenizer, dataset: str, num_texts: int, num_tokens: int, seed: int,
+                exclude=frozenset()):
     """`num_texts` disjoint token sequences of exactly `num_tokens` tokens, each a run of
-    concatenated MATH-500 problems and solutions (records shuffled with `seed`)."""
+    concatenated MATH-500 problems and solutions (records shuffled with `seed`; records whose
+    id is in `exclude` are skipped, e.g. those a tuning run used)."""
     with open(dataset) as f:
         records = [json.loads(line) for line in f if line.strip()]
+    records = [r for r in records if (r.get("id") or r.get("unique_id")) not in exclude]
     random.Random(seed).shuffle(records)
     texts, sources, it = [], [], iter(records)
     for _ in range(num_texts):

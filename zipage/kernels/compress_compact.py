@@ -20,7 +20,8 @@ from zipage.kernels.compress_common import check_tables, flat_slots
 _BLOCK_J = 64  # slots per chunk
 
 
-@triton.jit
+# batch size and table width change from step to step: one compiled variant serves all
+@triton.jit(do_not_specialize=["st_b"])
 def _compact_kernel(k_ptr, v_ptr, keep_ptr, s_ptr, sc_ptr, tables, targets, phys_lens,
                     sk_l, sk_nb, sk_b, sk_h, skp_l, skp_b, skp_h, ssc_l, ssc_nb, ssc_b, ssc_h,
                     st_b, stt_b, D, b: tl.constexpr, SCORE: tl.constexpr,

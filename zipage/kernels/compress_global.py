@@ -35,7 +35,8 @@ def _global_at(a_row, sc_ptr, tables, s, st_b, sc_base, ssc_nb, ssc_b, jj, n, n_
     return a, ok
 
 
-@triton.jit
+# batch size and table width change from step to step: one compiled variant serves all
+@triton.jit(do_not_specialize=["st_b"])
 def _final_score_kernel(a_ptr, rho_ptr, sc_ptr, f_ptr, s_ptr, tables, phys_lens, num_history,
                         sa_l, sa_b, sa_h, ssc_l, ssc_nb, ssc_b, ssc_h, st_b, N, W, num_sink,
                         decay, red_weight, inv_temp, b: tl.constexpr, GLOBAL: tl.constexpr,

@@ -34,7 +34,8 @@ def _unit_keys(k_ptr, tables, s, st_b, base, sk_nb, sk_b, pos, ok, D, b: tl.cons
     return round_like(k / norm[:, None], k_ptr, UPCAST)
 
 
-@triton.jit
+# batch size and table width change from step to step: one compiled variant serves all
+@triton.jit(do_not_specialize=["B", "st_b"])
 def _redundancy_kernel(k_ptr, rho_ptr, tables, phys_lens, B, sk_l, sk_nb, sk_b, sk_h,
                        sr_l, sr_b, sr_h, st_b, D, tau, b: tl.constexpr, LIGHTNING: tl.constexpr,
                        BLOCK: tl.constexpr, BLOCK_D: tl.constexpr, PRECISION: tl.constexpr,

@@ -36,7 +36,8 @@ def _window_logits(q, k_ptr, tables, s, st_b, l, h, sk_l, sk_nb, sk_b, sk_h, sta
     return tl.where(visible, z, float("-inf"))
 
 
-@triton.jit
+# batch size and table width change from step to step: one compiled variant serves all
+@triton.jit(do_not_specialize=["st_b"])
 def _attention_score_kernel(q_ptr, k_ptr, out_ptr, slots, tables, phys_lens, window_pos,
                             sq_l, sq_m, sq_w, sq_h, sk_l, sk_nb, sk_b, sk_h, so_l, so_b, so_h,
                             st_b, swp_b, scale_log2, W, D, b: tl.constexpr, G: tl.constexpr,

@@ -2,27 +2,15 @@
 
 The random draw of a row depends only on (seed, position), never on the batch: the noise is
 a counter-based hash of (seed, position, vocab index), and sampling uses the exponential
-race (argmax p / E, E ~ Exp(1)), which is exact categorical sampling.
+race in log form (Gumbel-max), which is exact categorical sampling
+(zipage.kernels.sample: a one-pass Triton kernel, PyTorch on the CPU).
 """
 import torch
 
-_MASK32 = 0xFFFFFFFF
+from zipage.kernels._dispatch import use_triton
+from zipage.kernels.sample import sample_tokens, sample_tokens_reference, uniform_noise
 
-
-def _mix(x: torch.Tensor) -> torch.Tensor:
-    # Multipliers < 2**31 keep every product of a 32-bit value inside int64.
-    x = x & _MASK32
-    x = ((x ^ (x >> 16)) * 0x45D9F3B) & _MASK32
-    x = ((x ^ (x >> 16)) * 0x45D9F3B) & _MASK32
-    return x ^ (x >> 16)
-
-
-def uniform_noise(seeds: torch.Tensor, positions: torch.Tensor, vocab: int) -> torch.Tensor:
-    """(B,) int64 seeds and positions -> (B, vocab) float32 in (0, 1)."""
-    cols = torch.arange(vocab, device=seeds.device, dtype=torch.int64)
-    row = _mix(_mix((seeds & _MASK32) * 0x2545F49 + 0x9E3779B) ^ (positions * 0x27D4EB2D))
-    x = _mix(row.unsqueeze(1) ^ (cols * 0x165667B1).unsqueeze(0))
-    return ((x >> 8).to(torch.float32) + 0.5) * (1.0 / (1 << 24))
+__all__ = ["sample", "uniform_noise"]
 
 
 def sample(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
@@ -33,15 +21,16 @@ def sample(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
 
     The three flags are known on the host; passing them avoids device syncs.
     """
-    greedy = logits.argmax(dim=-1)
     if all_greedy:
-        return greedy
+        return logits.argmax(dim=-1)
+    draw = sample_tokens if use_triton(logits) else sample_tokens_reference
+    if not (use_min_p or use_top_k_p):
+        return draw(logits, temperature, seeds, positions)
     t = torch.where(temperature > 0, temperature, torch.ones_like(temperature))
-    probs = torch.softmax(logits / t.unsqueeze(1), dim=-1)
-    probs = _filter(probs, top_k, top_p, min_p, use_min_p, use_top_k_p)
-    noise = uniform_noise(seeds, positions, logits.shape[1])
-    sampled = (probs / -torch.log(noise)).argmax(dim=-1)
-    return torch.where(temperature > 0, sampled, greedy)
+    probs = _filter(torch.softmax(logits / t.unsqueeze(1), dim=-1), top_k, top_p, min_p,
+                    use_min_p, use_top_k_p)
+    sampled = draw(torch.log(probs), (temperature > 0).to(temperature.dtype), seeds, positions)
+    return torch.where(temperature > 0, sampled, logits.argmax(dim=-1))
 
 
 def _filter(probs, top_k, top_p, min_p, use_min_p, use_top_k_p):

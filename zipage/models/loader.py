@@ -6,7 +6,7 @@ import warnings
 import torch
 from transformers import AutoConfig, AutoTokenizer, PretrainedConfig
 
-from zipage.models.decoder import CausalLM, Rotary
+from zipage.models.decoder import CausalLM, Rotary, fuse_checkpoint_state
 from zipage.models.presets import HUB_IDS, SHAPES, smollm2_gguf_path
 from zipage.models.spec import ModelSpec, spec_from_hf_config
 
@@ -91,7 +91,7 @@ def build_model(spec: ModelSpec, path: str, gguf: str | None, load_format: str,
                 p.data.normal_(0.0, 0.02)
     else:
         state = _checkpoint_state(path, gguf)
-        state = {k: v for k, v in state.items() if "rotary_emb" not in k}
+        state = fuse_checkpoint_state({k: v for k, v in state.items() if "rotary_emb" not in k})
         if spec.tie_word_embeddings:
             state.pop("lm_head.weight", None)
         missing, unexpected = model.load_state_dict(state, strict=False)

@@ -20,7 +20,8 @@ class Compressor:
     def __init__(self, cfg, runner):
         self.cfg, self.runner = cfg, weakref.proxy(runner)  # no reference cycle
         self.num_keep = cfg.budget
-        self.stage_ms: dict[str, float] = {}
+        self.stage_ms: dict[str, float] = {}  # summed per stage (profile_compression)
+        self.round_ms: list[tuple[int, float]] = []  # (batch size, total ms) per call
         self.generator = torch.Generator().manual_seed(cfg.seed)  # "random" baseline only
 
     def build_batch(self, tasks: list[CompressionTask]) -> CompressionBatch:
@@ -47,3 +48,5 @@ class Compressor:
                                profile=self.cfg.profile_compression, generator=self.generator)
         for name, ms in times.items():
             self.stage_ms[name] = self.stage_ms.get(name, 0.0) + ms
+        if times:
+            self.round_ms.append((len(tasks), times["total"]))

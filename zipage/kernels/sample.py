@@ -1,0 +1,92 @@
+"""Seeded categorical sampling in one pass over the logits (exponential race, log form).
+
+Row i draws token argmax_v(scores[i, v] / t_i - log(-log u(seed_i, pos_i, v))), which is an
+exact sample from softmax(scores[i] / t_i) (Gumbel-max); t_i = 0 means greedy, argmax
+scores[i]. u is a counter-based hash of (seed, position, vocab index), so a row's draw never
+depends on the batch. In PyTorch the noise alone materialises a dozen (B, V) int64 tensors;
+the kernel hashes on the fly and reads the scores once.
+"""
+import torch
+
+from zipage.kernels._dispatch import tl, triton
+
+_MASK32 = 0xFFFFFFFF
+_BLOCK_V = 2048
+
+
+def _mix(x: torch.Tensor) -> torch.Tensor:
+    # Multipliers < 2**31 keep every product of a 32-bit value inside int64.
+    x = x & _MASK32
+    x = ((x ^ (x >> 16)) * 0x45D9F3B) & _MASK32
+    x = ((x ^ (x >> 16)) * 0x45D9F3B) & _MASK32
+    return x ^ (x >> 16)
+
+
+def uniform_noise(seeds: torch.Tensor, positions: torch.Tensor, vocab: int) -> torch.Tensor:
+    """(B,) int64 seeds and positions -> (B, vocab) float32 in (0, 1)."""
+    cols = torch.arange(vocab, device=seeds.device, dtype=torch.int64)
+    row = _mix(_mix((seeds & _MASK32) * 0x2545F49 + 0x9E3779B) ^ (positions * 0x27D4EB2D))
+    x = _mix(row.unsqueeze(1) ^ (cols * 0x165667B1).unsqueeze(0))
+    return ((x >> 8).to(torch.float32) + 0.5) * (1.0 / (1 << 24))
+
+
+def sample_tokens_reference(scores, temperature, seeds, positions):
+    """PyTorch version of sample_tokens."""
+    noise = uniform_noise(seeds, positions, scores.shape[1])
+    t = torch.where(temperature > 0, temperature, torch.ones_like(temperature)).unsqueeze(1)
+    sampled = (scores / t - torch.log(-torch.log(noise))).argmax(dim=-1)
+    return torch.where(temperature > 0, sampled, scores.argmax(dim=-1))
+
+
+@triton.jit
+def _mix32(x):
+    x = (x ^ (x >> 16)) * 0x45D9F3B
+    x = (x ^ (x >> 16)) * 0x45D9F3B
+    return x ^ (x >> 16)
+
+
+# the batch size changes every step: one compiled variant serves all
+@triton.jit(do_not_specialize=["stride"])
+def _sample_kernel(scores, out, temperature, seeds, positions, V, stride,
+                   BLOCK_V: tl.constexpr):
+    i = tl.program_id(0)
+    t = tl.load(temperature + i)
+    greedy = t <= 0.0
+    t = tl.where(greedy, 1.0, t)
+    seed = tl.load(seeds + i).to(tl.uint32)
+    pos = tl.load(positions + i).to(tl.uint32)
+    row = _mix32(_mix32(seed * 0x2545F49 + 0x9E3779B) ^ (pos * 0x27D4EB2D))
+    best = tl.full([BLOCK_V], float("-inf"), tl.float32)
+    best_v = tl.zeros([BLOCK_V], tl.int32)
+    for v0 in range(0, V, BLOCK_V):
+        v = v0 + tl.arange(0, BLOCK_V)
+        ok = v < V
+        s = tl.load(scores + i.to(tl.int64) * stride + v, mask=ok, other=float("-inf"))
+        s = s.to(tl.float32)
+        if not greedy:
+            x = _mix32(row ^ (v.to(tl.uint32) * 0x165667B1))
+            u = ((x >> 8).to(tl.float32) + 0.5) * (1.0 / 16777216.0)
+            s = s / t - tl.log(-tl.log(u))
+        better = s > best  # strict: the first index wins among equal scores in a lane
+        best_v = tl.where(better, v, best_v)
+        best = tl.where(better, s, best)
+    top = tl.max(best, 0)
+    first = tl.min(tl.where(best == top, best_v, V), 0)  # lowest index among the maxima
+    tl.store(out + i, first.to(tl.int64))
+
+
+def sample_tokens(scores, temperature, seeds, positions):
+    """One token per row (Triton).
+
+    scores:      (B, V) float32/bf16, last dim contiguous (logits, or log-probabilities
+                 with -inf for filtered tokens)
+    temperature: (B,) float32, 0 = greedy;  seeds, positions: (B,) int64
+    returns      (B,) int64 token ids
+    """
+    B, V = scores.shape
+    assert scores.stride(1) == 1
+    out = torch.empty(B, dtype=torch.int64, device=scores.device)
+    if B:
+        _sample_kernel[(B,)](scores, out, temperature, seeds, positions, V, scores.stride(0),
+                             BLOCK_V=_BLOCK_V, num_warps=8)
+    return out
