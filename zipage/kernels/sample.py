@@ -27,7 +27,14 @@ def uniform_noise(seeds: torch.Tensor, positions: torch.Tensor, vocab: int) -> t
     cols = torch.arange(vocab, device=seeds.device, dtype=torch.int64)
     row = _mix(_mix((seeds & _MASK32) * 0x2545F49 + 0x9E3779B) ^ (positions * 0x27D4EB2D))
     x = _mix(row.unsqueeze(1) ^ (cols * 0x165667B1).unsqueeze(0))
-    return ((x >> 8).to(torch.float32) + 0.5) * (1.0 / (1 << 24))
+    return unit_interval(x)
+
+
+def unit_interval(bits: torch.Tensor) -> torch.Tensor:
+    """32 random bits -> float32 in [2**-24, 1 - 2**-24]: the top 23 bits, centred. With 24
+    bits the largest value rounds to 1.0 in float32, whose Gumbel noise is +inf: that token
+    would be drawn whatever its probability (about 1% of rows at a 150k vocabulary)."""
+    return ((bits >> 9).to(torch.float32) + 0.5) * (1.0 / (1 << 23))
 
 
 def sample_tokens_reference(scores, temperature, seeds, positions):
@@ -65,7 +72,7 @@ def _sample_kernel(scores, out, temperature, seeds, positions, V, stride,
         s = s.to(tl.float32)
         if not greedy:
             x = _mix32(row ^ (v.to(tl.uint32) * 0x165667B1))
-            u = ((x >> 8).to(tl.float32) + 0.5) * (1.0 / 16777216.0)
+            u = ((x >> 9).to(tl.float32) + 0.5) * (1.0 / 8388608.0)  # as unit_interval
             s = s / t - tl.log(-tl.log(u))
         better = s > best  # strict: the first index wins among equal scores in a lane
         best_v = tl.where(better, v, best_v)
