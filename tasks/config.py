@@ -91,6 +91,7 @@ class ScoringCfg:
 @dataclass
 class BaselineCfg:
     enabled: bool = True                 # compare a compressed run with Full KV
+    only: bool = False                   # generate only this run's Full-KV baseline (sweeps)
     cache_dir: str = "${results_dir}/_baselines"
 
 

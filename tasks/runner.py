@@ -2,7 +2,9 @@
 score, summarise. Engine access goes through `make_engine`, which tests replace."""
 from __future__ import annotations
 
+import contextlib
 import copy
+import fcntl
 import gc
 import json
 import os
@@ -34,8 +36,8 @@ def validate(cfg) -> None:
         raise ConfigError(f"engine.block_size={bs} must be a power of two")
     if e.budget is not None and (e.budget <= 0 or e.budget % bs):
         raise ConfigError(f"budget={e.budget} must be a positive multiple of engine.block_size={bs}")
-    if e.name == "zipage" and e.budget is None:
-        raise ConfigError("engine=zipage needs a budget (use engine=fullkv for Full KV)")
+    if e.name.startswith("zipage") and e.budget is None:
+        raise ConfigError(f"engine={e.name} needs a budget (use engine=fullkv for Full KV)")
     for key, ok in [("sampling.n", s.n >= 1), ("sampling.max_tokens", s.max_tokens >= 1),
                     ("sampling.temperature", s.temperature >= 0), ("sampling.top_p", 0 < s.top_p <= 1),
                     ("task.limit", cfg.task.limit is None or cfg.task.limit >= 1), ("seed", cfg.seed >= 0)]:
@@ -120,8 +122,30 @@ def prepare_dir(run_dir: str, eff, meta: dict) -> None:
         json.dump(meta, f, indent=2)
 
 
+@contextlib.contextmanager
+def run_lock(run_dir: str):
+    """Exclusive lock on a run folder: two jobs never append to one samples file (a budget
+    sweep's jobs share one Full-KV baseline). A second job waits, then finds it done."""
+    os.makedirs(run_dir, exist_ok=True)
+    with open(os.path.join(run_dir, ".lock"), "w") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"waiting for another job generating {run_dir}", flush=True)
+            fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def generate_run(eff, run_dir: str, meta: dict, problems, task) -> bool:
     """Generate the missing samples of one run; True if the engine ran."""
+    with run_lock(run_dir):
+        return _generate_run(eff, run_dir, meta, problems, task)
+
+
+def _generate_run(eff, run_dir: str, meta: dict, problems, task) -> bool:
     prepare_dir(run_dir, eff, meta)
     path = os.path.join(run_dir, SAMPLES)
     done = {(r["problem_id"], r["sample_index"]) for r in read_rows(path)}
@@ -157,7 +181,10 @@ def evaluate(cfg, run_dir: str) -> dict:
             "device": "cpu" if on_cpu(eff.engine.device) else eff.engine.device,
             "cpu_clamps": notes, "python": platform.python_version(), "baseline_dir": None}
     base = None
-    if eff.engine.budget is not None and eff.baseline.enabled:
+    if eff.baseline.only and eff.engine.budget is None:
+        raise ConfigError("baseline.only=true needs a budget run's settings (the Full-KV "
+                          "baseline of a compressed run); with engine=fullkv just run it")
+    if eff.engine.budget is not None and (eff.baseline.enabled or eff.baseline.only):
         base = copy.deepcopy(eff)
         # Compression knobs do not touch Full KV: a sweep over them shares one baseline.
         base.engine.name, base.engine.budget, base.engine.compression, base.budget = \
@@ -166,13 +193,19 @@ def evaluate(cfg, run_dir: str) -> dict:
         bkey = config_hash(base.engine, base.sampling, base.model, base.task, base.seed)
         meta["baseline_dir"] = os.path.abspath(os.path.join(
             eff.baseline.cache_dir, eff.task.name, eff.model.name, f"fullkv-{bkey}"))
-    generate_run(eff, run_dir, meta, problems, task)
+    if not eff.baseline.only:
+        generate_run(eff, run_dir, meta, problems, task)
     if base is not None:
         bmeta = {**meta, "key": bkey, "engine_kwargs": engine_kwargs(base.engine), "baseline_dir": None}
         bdir = meta["baseline_dir"]
-        ran = generate_run(base, bdir, bmeta, problems, task)
-        if ran or not os.path.exists(os.path.join(bdir, SUMMARY)):
-            rescore(bdir)
-        else:
-            print(f"[fullkv] reusing cached baseline {bdir}", flush=True)
-    return rescore(run_dir)
+        with run_lock(bdir):  # scoring rewrites samples.jsonl: under the lock too
+            ran = _generate_run(base, bdir, bmeta, problems, task)
+            summary = None
+            if ran or not os.path.exists(os.path.join(bdir, SUMMARY)):
+                summary = rescore(bdir)
+            else:
+                print(f"[fullkv] reusing cached baseline {bdir}", flush=True)
+            if eff.baseline.only:
+                return summary or rescore(bdir)
+    with run_lock(run_dir):
+        return rescore(run_dir)

@@ -145,3 +145,49 @@ def test_malformed_row_reports_its_line(tmp_path, data_dir, engine):
 def test_task_limit_takes_first_problems(tmp_path, data_dir, engine):
     s = runner.evaluate(config(tmp_path, data_dir, "engine=fullkv", "task.limit=2"), str(tmp_path / "l"))
     assert s["num_problems_expected"] == 2 and set(k[0] for k in samples(tmp_path / "l")) == {"p1", "p2"}
+
+
+def test_baseline_only_then_budget_runs_reuse_it(tmp_path, data_dir, engine):
+    """A sweep's first stage generates just the shared Full-KV baseline."""
+    only = runner.evaluate(config(tmp_path, data_dir, "budget=512", "baseline.only=true"),
+                           str(tmp_path / "stage1"))
+    assert only["budget"] is None and only["num_samples"] == 15
+    assert [e.kwargs["budget"] for e in fake_engine.FakeLLM.instances] == [None]
+    assert not os.path.exists(tmp_path / "stage1" / "samples.jsonl")
+    s = runner.evaluate(config(tmp_path, data_dir, "budget=1024"), str(tmp_path / "b1024"))
+    assert [e.kwargs["budget"] for e in fake_engine.FakeLLM.instances] == [None, 1024]
+    assert s["baseline"]["pass@1"] == only["pass@1"]
+
+
+def test_concurrent_budget_runs_generate_the_shared_baseline_once(tmp_path, data_dir, engine,
+                                                                  monkeypatch):
+    import threading
+    cfgs = [config(tmp_path, data_dir, f"budget={b}") for b in (512, 1024)]
+    errors = []
+    both_at_baseline = threading.Barrier(2)
+    lock = runner.run_lock
+
+    def contended_lock(run_dir):  # both jobs reach the shared baseline at the same time
+        if "_baselines" in run_dir:
+            both_at_baseline.wait(timeout=60)
+        return lock(run_dir)
+
+    monkeypatch.setattr(runner, "run_lock", contended_lock)
+
+    def run(cfg, name):
+        try:
+            runner.evaluate(cfg, str(tmp_path / name))
+        except Exception as e:  # surfaced below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(c, f"b{i}")) for i, c in enumerate(cfgs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors
+    full = [e for e in fake_engine.FakeLLM.instances if e.kwargs["budget"] is None]
+    assert sum(e.generated for e in full) == 12  # once (q99 errors: 3); the second job found it done
+    base_dir = json.load(open(tmp_path / "b0" / "summary.json"))["baseline"]["run_dir"]
+    rows = [json.loads(line) for line in open(os.path.join(base_dir, "samples.jsonl"))]
+    assert len(rows) == len({(r["problem_id"], r["sample_index"]) for r in rows}) == 15
