@@ -12,6 +12,9 @@ def test_defaults_and_paper():
     paper = CompressionConfig.paper()
     assert paper.use_global_score and paper.redundancy == "lightning"
     assert paper.pooling_size == 5 and paper.redundancy_weight == pytest.approx(0.8)
+    full = CompressionConfig.full_score()
+    assert dataclasses.replace(full, redundancy_weight=0.8) == paper
+    assert full.redundancy_weight == pytest.approx(0.2)
     assert CompressionConfig(use_pooling=True, pooling_kernel_size=7).pooling_size == 7
 
 

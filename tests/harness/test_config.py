@@ -57,3 +57,21 @@ def test_data_dir_from_env_and_missing_data_source(tmp_path):
     env["ZIPAGE_DATA_DIR"] = "/nonexistent-env-dir"
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
     assert p.returncode == 2 and "data_dir=/nonexistent-env-dir" in p.stderr
+
+
+def test_engine_presets_our_full_score_and_the_paper_weight():
+    from hydra import compose, initialize_config_dir
+    from tasks.config import register_configs
+    from tasks.runner import engine_kwargs
+    from zipage.config import EngineConfig
+    register_configs()
+    with initialize_config_dir(config_dir=os.path.join(ROOT, "configs"), version_base=None):
+        ours = compose("config", overrides=["budget=1024"])
+        paper = compose("config", overrides=["engine=zipage_paper", "budget=1024"])
+    weights = {}
+    for cfg in (ours, paper):
+        kw = engine_kwargs(cfg.engine)
+        engine = EngineConfig.from_kwargs("m", **kw)  # the engine accepts every key
+        weights[cfg.engine.name] = engine.compression.redundancy_weight
+        assert engine.compression.redundancy == "lightning" and engine.compression.use_pooling
+    assert weights == {"zipage": 0.2, "zipage_paper": 0.8}
