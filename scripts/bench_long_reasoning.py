@@ -45,6 +45,8 @@ def parse_args():
     p.add_argument("--max-num-seqs", type=int, default=None, help="default: num-requests")
     p.add_argument("--engines", nargs="+", default=["full", "zipage"],
                    choices=["full", "zipage"])
+    p.add_argument("--async-scheduling", action="store_true",
+                   help="both engines schedule step N+1 while step N runs")
     p.add_argument("--json", metavar="OUT", help="write all results as JSON")
     p.add_argument("--cpu-smoke", action="store_true",
                    help="tiny random Qwen3 on the CPU (checks the flow, not speed)")
@@ -57,7 +59,8 @@ def parse_args():
 
 def engine_options(a, name: str, device: torch.device) -> dict:
     opts = dict(block_size=a.block_size, max_num_seqs=a.max_num_seqs or a.num_requests,
-                max_model_len=a.prompt_len + a.output_len + a.block_size, seed=a.seed)
+                max_model_len=a.prompt_len + a.output_len + a.block_size, seed=a.seed,
+                async_scheduling=a.async_scheduling)
     if a.kv_cache_tokens is not None:
         opts["kv_cache_tokens"] = a.kv_cache_tokens
     if name == "zipage":
@@ -115,7 +118,7 @@ def main():
     print("== environment\n" + "\n".join(f"  {k}: {v}" for k, v in env.items()))
     workload = {k: getattr(a, k) for k in ("model", "num_requests", "prompt_len", "output_len",
                                            "budget", "block_size", "temperature", "seed",
-                                           "kv_cache_tokens")}
+                                           "kv_cache_tokens", "async_scheduling")}
     print("== workload\n" + "\n".join(f"  {k}: {v}" for k, v in workload.items()), flush=True)
     vocab = 512 if a.cpu_smoke else 150000
     prompts = bc.random_prompts(a.num_requests, a.prompt_len, vocab, a.seed)

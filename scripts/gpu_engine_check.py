@@ -32,12 +32,13 @@ def main():
     prompts = random_prompts([3, 17, 40, 9, 64, 25, 1, 33], vocab=384)
     reference = [hf_greedy(hf, p, 64) for p in prompts]
     greedy = SamplingParams(temperature=0, max_tokens=64, ignore_eos=True)
-    for eager in (True, False):
+    for eager, async_ in ((True, False), (False, False), (True, True), (False, True)):
         llm = LLM(folder, dtype="float32", block_size=16, max_num_seqs=16, enforce_eager=eager,
-                  gpu_memory_utilization=0.3)
+                  gpu_memory_utilization=0.3, async_scheduling=async_)
         got = [o.token_ids for o in llm.generate(prompts, greedy, use_tqdm=False)]
         same = sum(a == b for a, b in zip(got, reference))
-        check(f"tiny qwen3 fp32 cuda eager={eager} == transformers", same == len(prompts), f"{same}/8")
+        check(f"tiny qwen3 fp32 cuda eager={eager} async_scheduling={async_} == transformers",
+              same == len(prompts), f"{same}/8")
         check("no leaked blocks", llm.block_manager.num_free_blocks == llm.num_kv_blocks)
         del llm
         gc.collect()

@@ -32,6 +32,9 @@ class EngineConfig:
     kv_cache_tokens: int | None = None  # explicit KV pool size (tokens); default on CPU
     enable_prefix_caching: bool = True
     enforce_eager: bool = False  # True disables CUDA graphs for decode
+    # Schedule step N+1 while step N runs on the device (its sampled tokens stay on the
+    # device as the next inputs); outputs are identical to synchronous scheduling.
+    async_scheduling: bool = False
     tensor_parallel_size: int = 1
 
     @classmethod

@@ -61,3 +61,17 @@ def test_budget_larger_than_every_sequence_changes_nothing(smollm2):
                  redundancy="lightning")
     assert max(len(zipped.tokenizer(p).input_ids) for p in prompts) + NEW_TOKENS < 256
     assert _generate(zipped, prompts) == reference
+
+
+def test_async_scheduling_stops_on_the_same_stop_string(smollm2):
+    llm, prompts, _ = smollm2
+    params = SamplingParams(temperature=0.7, seed=5, max_tokens=48, stop=[".", "\n"])
+    outs = {}
+    for mode in (False, True):
+        llm.config.async_scheduling = mode
+        outs[mode] = [(o.text, o.token_ids, o.finish_reason)
+                      for o in llm.generate(prompts, params, use_tqdm=False)]
+    llm.config.async_scheduling = False
+    assert outs[True] == outs[False]
+    assert sum(reason == "stop" for _, _, reason in outs[True]) >= 4
+    assert llm.block_manager.num_free_blocks == llm.num_kv_blocks

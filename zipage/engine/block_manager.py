@@ -7,7 +7,7 @@ from collections import OrderedDict
 
 import xxhash
 
-from zipage.engine.sequence import Sequence
+from zipage.engine.sequence import PENDING, Sequence
 
 
 def chain_hash(prev_hash: int | None, token_ids: list[int]) -> int:
@@ -125,6 +125,8 @@ class BlockManager:
         for i in range(start, num_tokens // b):
             block = self.blocks[seq.block_table[i]]
             tokens = seq.token_ids[i * b:(i + 1) * b]
+            if PENDING in tokens:  # a token still being sampled (async scheduling): hash later
+                return
             if block.hash is None:
                 block.hash = chain_hash(prev, tokens)
                 block.token_ids = tokens

@@ -7,11 +7,13 @@ from zipage.engine.sequence import Sequence
 from zipage.outputs import CompletionOutput, GenerateStats, RequestOutput
 
 
-def _stop_string_hit(llm, seq: Sequence) -> str | None:
+def _stop_string_hit(llm, seq: Sequence, end: int) -> str | None:
+    """A stop string in the output up to token index `end` (exclusive)."""
     stops = seq.params.stop
     if not stops or llm.tokenizer is None:
         return None
-    tail = llm.tokenizer.decode(seq.output_token_ids[-64:], skip_special_tokens=False)
+    first = max(seq.num_prompt_tokens, end - 64)
+    tail = llm.tokenizer.decode(seq.token_ids[first:end], skip_special_tokens=False)
     return next((s for s in stops if s in tail), None)
 
 
@@ -54,38 +56,62 @@ def run_requests(llm, prompts, params, use_tqdm, on_sample):
     preempt0, compress0 = scheduler.num_preemptions, runner.compression_time_s
     bar = tqdm(total=len(seqs), desc="generate", disable=not use_tqdm, dynamic_ncols=True)
     running_sum = 0
-    while scheduler.has_unfinished:
-        t0 = time.perf_counter()
-        out = scheduler.schedule()
-        if out.is_empty:
-            raise RuntimeError(f"scheduler made no progress: {len(scheduler.running)} running, "
-                               f"{len(scheduler.waiting)} waiting, "
-                               f"{llm.block_manager.num_free_blocks} free blocks")
-        stats.num_steps += 1
-        running_sum += len(scheduler.running)
-        stats.peak_running = max(stats.peak_running, len(scheduler.running))
-        t1 = time.perf_counter()
-        sampled = runner.execute(out)
-        t2 = time.perf_counter()
-        finished = scheduler.postprocess(out, sampled, llm.eos_token_ids)
+    emitted: set[int] = set()
+    inflight = None  # asynchronous scheduling: (out, handle) of the launched, uncollected step
+
+    def complete(out, handle) -> None:
+        sampled = runner.collect(handle)
+        for sid in emitted.intersection(handle.seq_ids):  # stopped before this step was known
+            runner.teacher_records.pop(sid, None)
+        finished = scheduler.fill(out, sampled, llm.eos_token_ids)
         now = time.perf_counter()
-        stats.schedule_time_s += (t1 - t0) + (now - t2)
-        stats.execute_time_s += t2 - t1
-        for seq in out.seqs:
-            if seq.seq_id in sampled:
+        for seq, index, peak, compressions in out.pending:
+            if index < len(seq) and seq.seq_id in sampled:
                 seq.first_token_time = seq.first_token_time or now
-                if not seq.is_finished and _stop_string_hit(llm, seq):
-                    scheduler.finish_early(seq, "stop")
+                if seq not in finished and _stop_string_hit(llm, seq, index + 1):
+                    scheduler.finish_early(seq, "stop", index + 1, peak, compressions)
                     finished.append(seq)
         for seq in finished:
             seq.finish_time = now
             stats.num_output_tokens += seq.num_output_tokens
             completion = _completion(llm, seq)
+            emitted.add(seq.seq_id)
             results[seq.prompt_index].outputs.append(completion)
             if on_sample is not None:
                 on_sample(seq.prompt_index, completion)
         if finished:
             bar.update(len(finished))
+
+    while scheduler.has_unfinished or inflight is not None:
+        t0 = time.perf_counter()
+        out = scheduler.schedule() if scheduler.has_unfinished else None
+        if out is not None and out.is_empty:
+            if inflight is None:
+                raise RuntimeError(f"scheduler made no progress: {len(scheduler.running)} running, "
+                                   f"{len(scheduler.waiting)} waiting, "
+                                   f"{llm.block_manager.num_free_blocks} free blocks")
+            out = None  # nothing runnable until the step in flight is known
+        t1 = time.perf_counter()
+        handle = None
+        if out is not None:
+            stats.num_steps += 1
+            running_sum += len(scheduler.running)
+            stats.peak_running = max(stats.peak_running, len(scheduler.running))
+            handle = runner.launch(out, inflight[1] if inflight else None)
+        t2 = time.perf_counter()
+        if out is not None:
+            scheduler.advance(out)
+        if inflight is not None:
+            complete(*inflight)
+            inflight = None
+        if out is not None:
+            if llm.config.async_scheduling:
+                inflight = (out, handle)
+            else:
+                complete(out, handle)
+        now = time.perf_counter()
+        stats.schedule_time_s += (t1 - t0) + (now - t2)
+        stats.execute_time_s += t2 - t1
         if use_tqdm and stats.num_steps % 8 == 0:
             elapsed = max(now - start, 1e-9)
             done = stats.num_output_tokens + sum(s.num_output_tokens for s in scheduler.running)

@@ -9,7 +9,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from zipage.engine.block_manager import BlockManager
-from zipage.engine.sequence import Sequence, Status
+from zipage.engine.sequence import PENDING, Sequence, Status
 
 
 @dataclass
@@ -27,6 +27,8 @@ class SchedulerOutput:
     num_new_tokens: list[int] = field(default_factory=list)
     compressions: list[CompressionTask] = field(default_factory=list)
     preempted: list[Sequence] = field(default_factory=list)
+    # set by advance(): (seq, index of its pending token, peak KV and compressions so far)
+    pending: list[tuple[Sequence, int, int, int]] = field(default_factory=list)
 
     @property
     def num_tokens(self) -> int:
@@ -155,41 +157,66 @@ class Scheduler:
 
     def postprocess(self, out: SchedulerOutput, sampled: dict[int, int], eos_ids: set[int]) -> list[Sequence]:
         """Advance counters after the runner executed ``out``; returns finished requests."""
+        self.advance(out)
+        return self.fill(out, sampled, eos_ids)
+
+    def advance(self, out: SchedulerOutput) -> None:
+        """Counters of a launched step, before its tokens are known.
+
+        Every row that samples gets a PENDING token (filled by `fill`), so the next step can
+        be scheduled while this one runs. A request that reaches max_tokens / max_model_len
+        finishes here (resources freed; its reason is settled by `fill`).
+        """
         for task in out.compressions:
             self.block_manager.release_blocks(task.release)
             task.seq.num_compressions += 1
-        finished = []
         for seq, num_new in zip(out.seqs, out.num_new_tokens):
+            samples = seq.num_computed + num_new == len(seq)
             seq.num_computed += num_new
             seq.peak_kv_tokens = max(seq.peak_kv_tokens, seq.phys_len)
-            token = sampled.get(seq.seq_id)
-            if token is None:
-                continue  # a prefill chunk that did not reach the end of the prompt
-            seq.append_token(token)
-            reason = self._finish_reason(seq, token, eos_ids)
-            if reason:
-                seq.finish_reason = reason
+            if not samples or seq.is_finished:
+                continue  # a prefill chunk short of the prompt's end, or stopped meanwhile
+            out.pending.append((seq, len(seq), seq.peak_kv_tokens, seq.num_compressions))
+            seq.append_token(PENDING)
+            if seq.num_output_tokens >= seq.params.max_tokens or len(seq) >= self.cfg.max_model_len:
+                seq.finish_reason = "length"
                 self._finish(seq)
-                finished.append(seq)
-        return finished
 
-    def _finish_reason(self, seq: Sequence, token: int, eos_ids: set[int]) -> str | None:
-        p = seq.params
-        if not p.ignore_eos and (token in eos_ids or token in p.stop_token_ids):
-            return "stop"
-        if seq.num_output_tokens >= p.max_tokens or len(seq) >= self.cfg.max_model_len:
-            return "length"
-        return None
+    def fill(self, out: SchedulerOutput, sampled: dict[int, int], eos_ids: set[int]) -> list[Sequence]:
+        """Tokens of an advanced step; returns the requests whose output is now complete."""
+        done = []
+        for seq, index, peak, compressions in out.pending:
+            if index >= len(seq) or seq.seq_id not in sampled:
+                continue  # cut by an earlier stop
+            token = sampled[seq.seq_id]
+            seq.token_ids[index] = token
+            p = seq.params
+            if not p.ignore_eos and (token in eos_ids or token in p.stop_token_ids):
+                self.finish_early(seq, "stop", index + 1, peak, compressions)
+                done.append(seq)
+            elif seq.is_finished and index == len(seq) - 1:
+                done.append(seq)  # finished by length in `advance`
+        return done
 
-    def finish_early(self, seq: Sequence, reason: str) -> None:
-        """Stop a running request from outside (e.g. a stop string matched)."""
+    def finish_early(self, seq: Sequence, reason: str, num_tokens: int | None = None,
+                     peak_kv_tokens: int | None = None, num_compressions: int | None = None) -> None:
+        """Stop a request (a stop token or string), keeping its first ``num_tokens`` tokens
+        and the metrics it had then: steps launched since do not count."""
+        if num_tokens is not None:
+            del seq.token_ids[num_tokens:]
+        if peak_kv_tokens is not None:
+            seq.peak_kv_tokens, seq.num_compressions = peak_kv_tokens, num_compressions
         seq.finish_reason = reason
-        self._finish(seq)
+        if not seq.is_finished:
+            self._finish(seq)
 
     def _finish(self, seq: Sequence) -> None:
+        if seq.status == Status.WAITING:  # preempted while its last step was in flight
+            self.waiting.remove(seq)
+        else:
+            self.running.remove(seq)
         seq.status = Status.FINISHED
         self.block_manager.free(seq)
         if seq.query_slot >= 0:
             self.free_slots.append(seq.query_slot)
             seq.query_slot = -1
-        self.running.remove(seq)

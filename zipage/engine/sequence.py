@@ -5,6 +5,9 @@ from itertools import count
 from zipage.sampling_params import SamplingParams
 
 
+PENDING = -1  # a sampled token not known on the host yet (asynchronous scheduling)
+
+
 class Status(Enum):
     WAITING = auto()
     RUNNING = auto()

@@ -5,6 +5,7 @@ import numpy as np
 import torch
 
 from zipage.engine.scheduler import SchedulerOutput
+from zipage.engine.sequence import PENDING
 from zipage.layers.attention import AttentionMetadata
 
 
@@ -35,6 +36,7 @@ class Batch:
     prefill_q_lens: list[int]
     prefill_context_lens: list[int]
     sample: SampleRequest
+    pending_inputs: list[tuple[int, int]]  # (row, seq_id): input token still being sampled
 
 
 def build_batch(out: SchedulerOutput, block_size: int, window: int) -> Batch:
@@ -42,8 +44,11 @@ def build_batch(out: SchedulerOutput, block_size: int, window: int) -> Batch:
     ids, pos, slots, qslots = [], [], [], []
     dec_tables, dec_lens, pre_tables, pre_q, pre_lens = [], [], [], [], []
     s = SampleRequest([], [], [], [], [], [], [], [], [], [])
+    pending = []
     for seq, n in zip(out.seqs, out.num_new_tokens):
         start, phys = seq.num_computed, seq.phys_len
+        if seq.token_ids[start + n - 1] == PENDING:  # only ever the last token
+            pending.append((len(ids) + n - 1, seq.seq_id))
         ids += seq.token_ids[start:start + n]
         pos += range(start, start + n)
         table = seq.block_table
@@ -76,7 +81,7 @@ def build_batch(out: SchedulerOutput, block_size: int, window: int) -> Batch:
                 s.suppress.append((len(s.rows) - 1, p.stop_token_ids))
             s.forced.append(forced[seq.num_output_tokens] if forced else -1)
     return Batch(ids, pos, slots, qslots, len(dec_lens), dec_tables, dec_lens,
-                 pre_tables, pre_q, pre_lens, s)
+                 pre_tables, pre_q, pre_lens, s, pending)
 
 
 def pad_tables(tables: list[list[int]], width: int | None = None,

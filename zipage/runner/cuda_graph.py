@@ -22,10 +22,13 @@ class DecodeGraphs:
         self.ids, self.pos, self.slots, self.qslots = self.vectors
         self.lens = torch.zeros(max_batch, dtype=torch.int32, device=dev)
         self.tables = torch.full((max_batch, table_width), -1, dtype=torch.int32, device=dev)
-        # Pinned host staging: three copies per step instead of one per input.
-        self.host_vectors = torch.zeros(4, max_batch, dtype=torch.int64).pin_memory()
-        self.host_lens = torch.zeros(max_batch, dtype=torch.int32).pin_memory()
-        self.host_tables = torch.zeros(max_batch, table_width, dtype=torch.int32).pin_memory()
+        # Pinned host staging: three copies per step instead of one per input. Two sets, used
+        # in turn: with asynchronous scheduling the previous step's copies may still be queued.
+        self.staging = [(torch.zeros(4, max_batch, dtype=torch.int64).pin_memory(),
+                         torch.zeros(max_batch, dtype=torch.int32).pin_memory(),
+                         torch.zeros(max_batch, table_width, dtype=torch.int32).pin_memory())
+                        for _ in range(2)]
+        self.step = 0
         self.sizes = _capture_sizes(max_batch)
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self.outputs: dict[int, torch.Tensor] = {}
@@ -55,18 +58,23 @@ class DecodeGraphs:
             self.graphs[bs] = graph
         torch.cuda.synchronize()
 
-    def run(self, batch: Batch) -> torch.Tensor:
+    def run(self, batch: Batch, pending=None) -> torch.Tensor:
+        """pending: (rows, tokens) device tensors for input ids still being sampled."""
         n = len(batch.input_ids)
         bs = next(s for s in self.sizes if s >= n)
-        vec = self.host_vectors.numpy()
+        host_vectors, host_lens, host_tables = self.staging[self.step % 2]
+        self.step += 1
+        vec = host_vectors.numpy()
         vec[:, n:bs] = [[0], [0], [-1], [-1]]  # padded rows write nothing and attend to nothing
         vec[0, :n], vec[1, :n] = batch.input_ids, batch.positions
         vec[2, :n], vec[3, :n] = batch.slots, batch.query_slots
-        lens = self.host_lens.numpy()
+        lens = host_lens.numpy()
         lens[:n], lens[n:bs] = batch.decode_context_lens, 0
-        pad_tables(batch.decode_tables, self.width, out=self.host_tables.numpy()[:bs])
-        self.vectors[:, :bs].copy_(self.host_vectors[:, :bs], non_blocking=True)
-        self.lens[:bs].copy_(self.host_lens[:bs], non_blocking=True)
-        self.tables[:bs].copy_(self.host_tables[:bs], non_blocking=True)
+        pad_tables(batch.decode_tables, self.width, out=host_tables.numpy()[:bs])
+        self.vectors[:, :bs].copy_(host_vectors[:, :bs], non_blocking=True)
+        self.lens[:bs].copy_(host_lens[:bs], non_blocking=True)
+        self.tables[:bs].copy_(host_tables[:bs], non_blocking=True)
+        if pending is not None:
+            self.ids[pending[0]] = pending[1]
         self.graphs[bs].replay()
         return self.outputs[bs][:n]

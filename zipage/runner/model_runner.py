@@ -1,5 +1,6 @@
 """Executes scheduler decisions on one device: compress, forward, sample. No policy here."""
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -87,6 +88,13 @@ class ModelRunner:
     # -- one step ---------------------------------------------------------------------------
     @torch.inference_mode()
     def execute(self, out: SchedulerOutput) -> dict[int, int]:
+        """Run a step and wait for its tokens: {seq_id: token}."""
+        return self.collect(self.launch(out))
+
+    @torch.inference_mode()
+    def launch(self, out: SchedulerOutput, previous: "StepHandle | None" = None) -> "StepHandle":
+        """Queue a step on the device without waiting for its tokens. Input tokens still being
+        sampled by `previous` (PENDING on the host) are taken from its device tensor."""
         if out.compressions:
             t0 = time.perf_counter()
             self.compressor.run(out.compressions)
@@ -94,24 +102,50 @@ class ModelRunner:
                 torch.cuda.synchronize(self.device)
             self.compression_time_s += time.perf_counter() - t0
         if not out.seqs:
-            return {}
+            return StepHandle([], None)
         batch = build_batch(out, self.block_size, self.window)
-        hidden = self._forward(batch)
+        hidden = self._forward(batch, self._pending_inputs(batch, previous))
         return self._sample(batch, hidden)
 
-    def _forward(self, batch: Batch) -> torch.Tensor:
+    def collect(self, handle: "StepHandle") -> dict[int, int]:
+        """Wait for a launched step: {seq_id: token}; teacher-forcing records are kept."""
+        if handle.tokens is None:
+            return {}
+        if handle.ready is not None:
+            handle.ready.synchronize()  # this step only, not the ones queued after it
+        if handle.teacher is not None:
+            use, logprob, argmax, forced = (x.tolist() for x in handle.teacher)
+            for sid, u, lp, top, f in zip(handle.seq_ids, use, logprob, argmax, forced):
+                if u:
+                    self.teacher_records.setdefault(sid, []).append((lp, top, top == f))
+        return dict(zip(handle.seq_ids, handle.host_tokens.tolist()))
+
+    def _pending_inputs(self, batch: Batch, previous):
+        """(rows, tokens) device tensors patching PENDING input ids, or None."""
+        if not batch.pending_inputs:
+            return None
+        if previous is None or previous.tokens is None:
+            raise RuntimeError("a step has pending input tokens but no previous step")
+        where = {sid: i for i, sid in enumerate(previous.seq_ids)}
+        rows = to_device([r for r, _ in batch.pending_inputs], np.int64, self.device)
+        src = to_device([where[sid] for _, sid in batch.pending_inputs], np.int64, self.device)
+        return rows, previous.tokens[src]
+
+    def _forward(self, batch: Batch, pending=None) -> torch.Tensor:
         n = len(batch.input_ids)
         if self.graphs is not None and batch.num_decode == n and self.graphs.fits(n):
-            return self.graphs.run(batch)
+            return self.graphs.run(batch, pending)
         meta = attention_metadata(batch, self.device, self.query_cache is not None)
         ids = to_device(batch.input_ids, np.int64, self.device)
+        if pending is not None:
+            ids[pending[0]] = pending[1]
         pos = to_device(batch.positions, np.int64, self.device)
         return self.model(ids, pos, meta)
 
-    def _sample(self, batch: Batch, hidden: torch.Tensor) -> dict[int, int]:
+    def _sample(self, batch: Batch, hidden: torch.Tensor) -> "StepHandle":
         s = batch.sample
         if not s.rows:
-            return {}
+            return StepHandle([], None)
         dev = self.device
         n = len(s.rows)
         if s.rows[-1] == n - 1:  # rows are increasing: the first n rows, no gather needed
@@ -121,7 +155,7 @@ class ModelRunner:
         for row, extra in s.suppress:  # min_tokens: end-of-sequence tokens are not allowed yet
             logits[row, list(self.eos_token_ids | set(extra))] = float("-inf")
         if all(t == 0 for t in s.temperature) and all(f < 0 for f in s.forced):
-            return dict(zip(s.seq_ids, logits.argmax(dim=-1).tolist()))
+            return StepHandle(s.seq_ids, logits.argmax(dim=-1))
         f32 = lambda x: to_device(x, np.float32, dev)  # noqa: E731
         i64 = lambda x: to_device(x, np.int64, dev)  # noqa: E731
         tokens = sample(logits, f32(s.temperature), i64(s.top_k), f32(s.top_p), f32(s.min_p),
@@ -129,17 +163,36 @@ class ModelRunner:
                         all_greedy=all(t == 0 for t in s.temperature),
                         use_min_p=any(m > 0 for m in s.min_p),
                         use_top_k_p=any(k > 0 for k in s.top_k) or any(p < 1 for p in s.top_p))
-        if any(f >= 0 for f in s.forced):
-            tokens = self._teacher_force(logits, tokens, s)
-        return dict(zip(s.seq_ids, tokens.tolist()))
-
-    def _teacher_force(self, logits, tokens, s) -> torch.Tensor:
-        forced = torch.tensor(s.forced, dtype=torch.int64, device=self.device)
+        if not any(f >= 0 for f in s.forced):
+            return StepHandle(s.seq_ids, tokens)
+        forced = torch.tensor(s.forced, dtype=torch.int64, device=dev)
         use = forced >= 0
         logprob = torch.log_softmax(logits, dim=-1).gather(1, forced.clamp(min=0)[:, None])[:, 0]
-        argmax = logits.argmax(dim=-1)
-        rows = zip(s.seq_ids, use.tolist(), logprob.tolist(), argmax.tolist(), s.forced)
-        for sid, u, lp, top, f in rows:
-            if u:
-                self.teacher_records.setdefault(sid, []).append((lp, top, top == f))
-        return torch.where(use, forced, tokens)
+        teacher = (use, logprob, logits.argmax(dim=-1), forced)
+        return StepHandle(s.seq_ids, torch.where(use, forced, tokens), teacher)
+
+
+@dataclass
+class StepHandle:
+    """A launched step: its sampling rows and their tokens (on the device: the next step's
+    inputs), with copies to the host queued right behind the step and an event marking them."""
+    seq_ids: list[int]
+    tokens: torch.Tensor | None  # (len(seq_ids),) int64
+    teacher: tuple | None = None  # (use, logprob, argmax, forced) when teacher forcing
+    host_tokens: torch.Tensor | None = None
+    ready: "torch.cuda.Event | None" = None
+
+    def __post_init__(self):
+        if self.tokens is None:
+            return
+        if not self.tokens.is_cuda:
+            self.host_tokens = self.tokens
+            return
+        # Queued now, so reading them later waits for this step, not for steps launched since.
+        def host(x):
+            return torch.empty(x.shape, dtype=x.dtype, pin_memory=True).copy_(x, non_blocking=True)
+        self.host_tokens = host(self.tokens)
+        if self.teacher is not None:
+            self.teacher = tuple(host(x) for x in self.teacher)
+        self.ready = torch.cuda.Event()
+        self.ready.record()
