@@ -60,7 +60,9 @@ def run_requests(llm, prompts, params, use_tqdm, on_sample):
     inflight = None  # asynchronous scheduling: (out, handle) of the launched, uncollected step
 
     def complete(out, handle) -> None:
-        sampled = runner.collect(handle)
+        t = time.perf_counter()
+        sampled = runner.collect(handle)  # waits for the device: execute time
+        stats.execute_time_s += time.perf_counter() - t
         for sid in emitted.intersection(handle.seq_ids):  # stopped before this step was known
             runner.teacher_records.pop(sid, None)
         finished = scheduler.fill(out, sampled, llm.eos_token_ids)
@@ -92,7 +94,7 @@ def run_requests(llm, prompts, params, use_tqdm, on_sample):
                                    f"{llm.block_manager.num_free_blocks} free blocks")
             out = None  # nothing runnable until the step in flight is known
         t1 = time.perf_counter()
-        handle = None
+        handle, executed = None, stats.execute_time_s
         if out is not None:
             stats.num_steps += 1
             running_sum += len(scheduler.running)
@@ -110,8 +112,8 @@ def run_requests(llm, prompts, params, use_tqdm, on_sample):
             else:
                 complete(out, handle)
         now = time.perf_counter()
-        stats.schedule_time_s += (t1 - t0) + (now - t2)
         stats.execute_time_s += t2 - t1
+        stats.schedule_time_s += (now - t0) - (stats.execute_time_s - executed)
         if use_tqdm and stats.num_steps % 8 == 0:
             elapsed = max(now - start, 1e-9)
             done = stats.num_output_tokens + sum(s.num_output_tokens for s in scheduler.running)
