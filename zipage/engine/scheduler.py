@@ -98,23 +98,7 @@ class Scheduler:
             if seq.status != Status.RUNNING:
                 continue  # preempted earlier in this loop
             num_new = min(seq.num_uncomputed, budget)
-            task = None
-            while True:
-                if self._needs_compression(seq) and task is None:
-                    plan = bm.plan_compression(seq, self.cfg.num_kept_blocks)
-                    if plan is not None:
-                        task = CompressionTask(seq, list(seq.block_table), plan[0], plan[1],
-                                               seq.phys_len)
-                        seq.block_table = plan[0]
-                        seq.num_evicted += seq.phys_len - self.cfg.num_kept_blocks * self.cfg.block_size
-                if (task is not None or not self._needs_compression(seq)) and bm.can_append(seq, num_new):
-                    break
-                victim = self._victim(exclude=scheduled | {seq.seq_id})
-                if victim is None:
-                    break
-                self._preempt(victim)
-                out.preempted.append(victim)
-            ok = (task is not None or not self._needs_compression(seq)) and bm.can_append(seq, num_new)
+            ok, task = self._reserve(seq, num_new, scheduled, out)
             if not ok:
                 if not seq.is_compressed and not scheduled:
                     self._preempt(seq)
@@ -133,6 +117,29 @@ class Scheduler:
         out.seqs = [s for s, _ in rows]
         out.num_new_tokens = [n for _, n in rows]
         return out
+
+    def _reserve(self, seq: Sequence, num_new: int, scheduled: set[int],
+                 out: SchedulerOutput) -> tuple[bool, CompressionTask | None]:
+        """Plan the request's compression if it is due and make room for ``num_new`` tokens,
+        preempting newer uncompressed requests if needed: (room made, compression or None)."""
+        bm, task = self.block_manager, None
+        while True:
+            due = self._needs_compression(seq)
+            if due and task is None:
+                plan = bm.plan_compression(seq, self.cfg.num_kept_blocks)
+                if plan is not None:
+                    task = CompressionTask(seq, list(seq.block_table), plan[0], plan[1],
+                                           seq.phys_len)
+                    seq.block_table = plan[0]
+                    seq.num_evicted += seq.phys_len - self.cfg.num_kept_blocks * self.cfg.block_size
+                    due = False
+            if not due and bm.can_append(seq, num_new):
+                return True, task
+            victim = self._victim(exclude=scheduled | {seq.seq_id})
+            if victim is None:
+                return False, task
+            self._preempt(victim)
+            out.preempted.append(victim)
 
     def _admit(self, rows: list, budget: int) -> int:
         bm = self.block_manager

@@ -49,20 +49,19 @@ def build_batch(out: SchedulerOutput, block_size: int, window: int) -> Batch:
         start, phys = seq.num_computed, seq.phys_len
         if seq.token_ids[start + n - 1] == PENDING:  # only ever the last token
             pending.append((len(ids) + n - 1, seq.seq_id))
-        ids += seq.token_ids[start:start + n]
-        pos += range(start, start + n)
         table = seq.block_table
-        slots += [table[p // b] * b + p % b for p in range(phys, phys + n)]
-        if seq.query_slot >= 0:
-            # Only the last W tokens reach the ring; earlier ones would collide in one launch.
-            qslots += [-1] * max(0, n - window)
-            qslots += [seq.query_slot * window + t % window for t in range(max(start, start + n - window), start + n)]
-        else:
-            qslots += [-1] * n
-        if n == 1:
+        if n == 1:  # decode rows: most of a batch
+            ids.append(seq.token_ids[start])
+            pos.append(start)
+            slots.append(table[phys // b] * b + phys % b)
+            qslots.append(seq.query_slot * window + start % window if seq.query_slot >= 0 else -1)
             dec_tables.append(table)
             dec_lens.append(phys + 1)
         else:
+            ids += seq.token_ids[start:start + n]
+            pos += range(start, start + n)
+            slots += [table[p // b] * b + p % b for p in range(phys, phys + n)]
+            _prefill_query_slots(qslots, seq, start, n, window)
             pre_tables.append(table)
             pre_q.append(n)
             pre_lens.append(phys + n)
@@ -82,6 +81,16 @@ def build_batch(out: SchedulerOutput, block_size: int, window: int) -> Batch:
             s.forced.append(forced[seq.num_output_tokens] if forced else -1)
     return Batch(ids, pos, slots, qslots, len(dec_lens), dec_tables, dec_lens,
                  pre_tables, pre_q, pre_lens, s, pending)
+
+
+def _prefill_query_slots(qslots: list, seq, start: int, n: int, window: int) -> None:
+    if seq.query_slot < 0:
+        qslots += [-1] * n
+        return
+    # Only the last W tokens reach the ring; earlier ones would collide in one launch.
+    qslots += [-1] * max(0, n - window)
+    qslots += [seq.query_slot * window + t % window
+               for t in range(max(start, start + n - window), start + n)]
 
 
 def pad_tables(tables: list[list[int]], width: int | None = None,
