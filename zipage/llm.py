@@ -32,7 +32,11 @@ class LLM:
         plan = self.runner.plan
         self.num_kv_blocks = plan.num_blocks
         print(plan.describe(cfg.block_size, self.max_model_len, cfg.num_kept_blocks))
-        self.block_manager = BlockManager(plan.num_blocks, cfg.block_size, cfg.enable_prefix_caching)
+        # A compressed request scores with the queries of its own last W tokens: cache hits
+        # must leave those to compute (spec §9 forces a miss on the last block for this).
+        recompute = cfg.observation_window if cfg.budget is not None else 1
+        self.block_manager = BlockManager(plan.num_blocks, cfg.block_size,
+                                          cfg.enable_prefix_caching, recompute)
         self.scheduler = Scheduler(SchedulerConfig(
             block_size=cfg.block_size, max_num_seqs=cfg.max_num_seqs,
             max_num_batched_tokens=cfg.max_num_batched_tokens, max_model_len=self.max_model_len,

@@ -52,6 +52,18 @@ def test_prefix_hit_shares_full_blocks_and_leaves_one_token_to_compute():
     assert bm.blocks[0].ref_count == 3
 
 
+def test_hits_leave_the_window_to_compute_when_compressing():
+    """With compression (W = 5 here) a hit never covers the last 5 prompt tokens."""
+    bm = BlockManager(num_blocks=10, block_size=B, min_recomputed_tokens=5)
+    first = make_seq(list(range(13)))
+    grow(bm, first, 13)  # blocks 0-2 full and hashed
+    second = make_seq(list(range(13)))
+    assert bm.allocate_prefix(second) == 8  # 13 - 5 = 8 tokens: blocks 0 and 1 only
+    assert second.block_table == first.block_table[:2]
+    third = make_seq(list(range(12)))
+    assert bm.allocate_prefix(third) == 4  # 12 - 5 = 7 tokens: one whole block
+
+
 def test_hit_on_a_freed_cached_block_takes_it_back_from_the_free_queue():
     bm = BlockManager(num_blocks=4, block_size=B)
     first = make_seq(list(range(8)) + [7])

@@ -101,3 +101,15 @@ def test_shared_prefix_blocks_are_never_overwritten_and_compressed_requests_neve
     assert llm.block_manager.num_hit_tokens > 0
     assert preempted, "the pool is small enough to force preemption"
     assert llm.block_manager.num_free_blocks == llm.num_kv_blocks
+
+
+def test_samples_of_a_long_cached_prompt_see_their_own_window_queries(folder):
+    """Greedy samples of one prompt longer than the cap compress right after prefill. The
+    later samples hit the first one's prefix blocks, but their observation window must still
+    hold their own queries of the last W prompt tokens, so all samples compress alike."""
+    prompt = random_prompts([100], vocab=384, seed=4)[0]  # cap (C + 1) * b = 80
+    llm = LLM(folder, device="cpu", block_size=B, kv_cache_tokens=4096, budget=BUDGET)
+    out = llm.generate([prompt], SamplingParams(max_tokens=60, n=3, **GREEDY), use_tqdm=False)[0]
+    assert llm.block_manager.num_hit_tokens > 0  # the later samples hit the cache
+    assert all(c.metrics["num_compressions"] > 0 for c in out.outputs)
+    assert out.outputs[1].token_ids == out.outputs[0].token_ids == out.outputs[2].token_ids

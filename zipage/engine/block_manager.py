@@ -27,9 +27,13 @@ class Block:
 
 
 class BlockManager:
-    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True):
+    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True,
+                 min_recomputed_tokens: int = 1):
+        """min_recomputed_tokens: prompt tokens a cache hit always leaves to compute (1 gives
+        logits; with compression, W puts the request's own last W queries in its window)."""
         self.block_size = block_size
         self.enable_prefix_caching = enable_prefix_caching
+        self.min_recomputed_tokens = max(1, min_recomputed_tokens)
         self.blocks = [Block(i) for i in range(num_blocks)]
         self.free_queue: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))
         self.hash_to_block: dict[int, int] = {}
@@ -69,13 +73,13 @@ class BlockManager:
     def allocate_prefix(self, seq: Sequence) -> int:
         """Give a new request its cached prefix blocks; returns the number of hit tokens.
 
-        At least one prompt token is always left to compute, so the request gets logits.
+        At least `min_recomputed_tokens` prompt tokens are always left to compute.
         """
         assert not seq.block_table and seq.num_computed == 0
         if not self.enable_prefix_caching:
             return 0
         b, prev, hits = self.block_size, None, []
-        for i in range((len(seq) - 1) // b):
+        for i in range(max(0, len(seq) - self.min_recomputed_tokens) // b):
             tokens = seq.token_ids[i * b:(i + 1) * b]
             prev = chain_hash(prev, tokens)
             block_id = self.hash_to_block.get(prev)
