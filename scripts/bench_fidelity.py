@@ -71,6 +71,9 @@ def parse_args():
                     help=f"any of {', '.join(fl.METHOD_LABELS)}, or "
                          f"{fl.WEIGHT_SWEEP_PREFIX}<w> (full score with redundancy weight w)")
     ap.add_argument("--seed", type=int, default=0, help="shuffle of the dataset records")
+    ap.add_argument("--text-source", choices=["solutions", "generated"], default="solutions",
+                    help="solutions: MATH-500's human solutions; generated: the model's own "
+                         "sampled solutions to the same problems (its reasoning style)")
     ap.add_argument("--exclude-sources", metavar="JSON", default=None,
                     help="results JSON of another run (e.g. a tuning run): its text records "
                          "are not used here, so tuning and test texts are disjoint")
@@ -122,7 +125,12 @@ def main():
     if args.exclude_sources:
         with open(args.exclude_sources) as f:
             exclude = {r for text in json.load(f)["text_sources"] for r in text}
-    texts, sources = fl.build_texts(tok, args.dataset, args.num_texts, t_max, args.seed, exclude)
+    if args.text_source == "generated":
+        texts, sources = fl.build_generated_texts(args.model, tok, args.dataset, args.num_texts,
+                                                  t_max, args.seed, exclude)
+    else:
+        texts, sources = fl.build_texts(tok, args.dataset, args.num_texts, t_max, args.seed,
+                                        exclude)
     print(f"{len(texts)} texts x {t_max} tokens; budgets {args.budgets} (prompt "
           f"{args.prompt_tokens}, {F} forced tokens per run); block {b}; W {args.window}",
           flush=True)
@@ -217,8 +225,11 @@ def main():
         "",
         f"```\n{command}\n```",
         "",
-        f"Texts: {len(texts)} texts of concatenated MATH-500 problems + solutions (records "
-        f"shuffled with seed {args.seed}). A run at budget B takes as prompt {prompt_desc} and "
+        f"Texts: {len(texts)} texts of concatenated MATH-500 problems + "
+        + ("solutions" if args.text_source == "solutions" else
+           "SmolLM2's own solutions (asked in its chat template with the paper's instruction, "
+           "sampled at T 0.6 with Full KV, up to 512 tokens each)")
+        + f" (records shuffled with seed {args.seed}). A run at budget B takes as prompt {prompt_desc} and "
         f"forces the next {F} tokens of each text. Block size {b}, observation window "
         f"{args.window}; the recent-window baseline keeps {args.sinks} sink tokens; the other "
         f"methods keep no sinks (paper default). Full KV: NLL "

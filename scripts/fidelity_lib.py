@@ -9,7 +9,9 @@ import functools
 import gc
 import json
 import math
+import os
 import random
+import tempfile
 import time
 
 from zipage import LLM, SamplingParams
@@ -133,6 +135,39 @@ def build_texts(tokenizer, dataset: str, num_texts: int, num_tokens: int, seed: 
         texts.append(ids[:num_tokens])
         sources.append(used)
     return texts, sources
+
+
+INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+
+
+def build_generated_texts(model: str, tokenizer, dataset: str, num_texts: int, num_tokens: int,
+                          seed: int, exclude=frozenset(), max_solution_tokens: int = 512):
+    """Like build_texts, with the model's own solutions: each problem is asked in the chat
+    template with the paper's instruction, answered by the model (Full KV, T 0.6, seeded),
+    and the texts concatenate "Problem: ... Solution: <its answer>" records."""
+    with open(dataset) as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    records = [r for r in records if (r.get("id") or r.get("unique_id")) not in exclude]
+    random.Random(seed).shuffle(records)
+    needed = num_texts * num_tokens
+    picked = records[:max(8, needed // 150)]  # SmolLM2 records average ~300 tokens
+    prompts = [tokenizer.apply_chat_template(
+        [{"role": "user", "content": f"{r['problem'].strip()}\n{INSTRUCTION}"}], tokenize=False,
+        add_generation_prompt=True) for r in picked]
+    llm = LLM(model, device="cpu", block_size=16, max_num_seqs=len(prompts),
+              kv_cache_tokens=len(prompts) * (max_solution_tokens + 640))
+    outs = llm.generate(prompts, SamplingParams(temperature=0.6, seed=seed,
+                                                max_tokens=max_solution_tokens), use_tqdm=False)
+    del llm
+    gc.collect()
+    solved = [dict(r, solution=o.outputs[0].text) for r, o in zip(picked, outs) if o.outputs]
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+        for r in solved:  # build_texts reads records from a file
+            f.write(json.dumps(r) + "\n")
+    try:
+        return build_texts(tokenizer, f.name, num_texts, num_tokens, seed=0)
+    finally:
+        os.remove(f.name)
 
 
 # --------------------------------------------------------------------------------------------
