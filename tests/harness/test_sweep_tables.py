@@ -57,3 +57,14 @@ def test_sweep_writes_two_stages_and_chains_them_with_sbatch(tmp_path, monkeypat
     assert "#SBATCH --array=1-8" in script and "#SBATCH --partition=gpu" in script
     first, second = calls.read_text().splitlines()
     assert first.endswith("stage1.sbatch") and "--dependency=afterok:1" in second
+
+
+def test_local_sweep_runs_baselines_first_and_stops_if_one_fails(tmp_path, capfd):
+    args = ["--models", "m", "--tasks", "t1", "t2", "--budgets", "512", "1024", "--out",
+            str(tmp_path / "jobs"), "--local"]
+    assert sweep.main(args + ["--python", "echo"]) == 0
+    ran = [line for line in capfd.readouterr().out.splitlines() if line.startswith("run.py")]
+    assert [r.split()[2] for r in ran] == ["task=t1", "task=t2"] + ["task=t1"] * 2 + ["task=t2"] * 2
+    assert "baseline.only=true" in ran[0] and "engine=zipage budget=1024" in ran[3]
+    assert sweep.main(args + ["--python", "false"]) == 1
+    assert "[stage2]" not in capfd.readouterr().out  # budget runs need their baselines
