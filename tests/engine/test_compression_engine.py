@@ -113,3 +113,22 @@ def test_samples_of_a_long_cached_prompt_see_their_own_window_queries(folder):
     assert llm.block_manager.num_hit_tokens > 0  # the later samples hit the cache
     assert all(c.metrics["num_compressions"] > 0 for c in out.outputs)
     assert out.outputs[1].token_ids == out.outputs[0].token_ids == out.outputs[2].token_ids
+
+
+def test_a_step_compressing_many_requests_is_split_to_bound_memory(folder):
+    """Same tokens and compressions when each pipeline call may hold only one request."""
+    prompts = random_prompts([100, 90, 85, 120, 3, 40], vocab=384, seed=8)  # 4 above the cap
+    params = SamplingParams(max_tokens=50, **GREEDY)
+    outs, calls = {}, {}
+    for tight in (False, True):
+        llm = LLM(folder, device="cpu", block_size=B, kv_cache_tokens=4096, budget=BUDGET,
+                  profile_compression=True, enable_prefix_caching=False)
+        comp = llm.runner.compressor
+        if tight:
+            comp.max_transient_bytes = 1  # every group holds a single request
+        res = llm.generate(prompts, params, use_tqdm=False)
+        outs[tight] = [(o.token_ids, o.metrics["num_compressions"]) for o in res]
+        calls[tight] = [n for n, _ in comp.round_ms]
+    assert outs[True] == outs[False]
+    assert set(calls[True]) == {1} and max(calls[False]) > 1
+    assert len(calls[True]) == sum(calls[False])

@@ -23,6 +23,9 @@ class Compressor:
         self.stage_ms: dict[str, float] = {}  # summed per stage (profile_compression)
         self.round_ms: list[tuple[int, float]] = []  # (batch size, total ms) per call
         self.generator = torch.Generator().manual_seed(cfg.seed)  # "random" baseline only
+        # Scoring allocates ~5 float32 (layer_chunk, B, H_kv, n_max * b) tensors per call; a
+        # step compressing many long requests is split so they stay under this size.
+        self.max_transient_bytes = 1 << 30
 
     def build_batch(self, tasks: list[CompressionTask]) -> CompressionBatch:
         W = self.cfg.observation_window
@@ -40,13 +43,27 @@ class Compressor:
             num_history=i32([self.num_keep if t.seq.is_compressed else 0 for t in tasks]),
             num_keep=self.num_keep)
 
+    def groups(self, tasks: list[CompressionTask]) -> list[list[CompressionTask]]:
+        """Tasks split (longest tables together) so each call's transient memory fits."""
+        per_token = 5 * 4 * self.cfg.compress_layer_chunk * self.runner.spec.num_kv_heads
+        out, group = [], []
+        for task in sorted(tasks, key=lambda t: len(t.old_table), reverse=True):
+            width = len(group[0].old_table) if group else len(task.old_table)
+            if group and (len(group) + 1) * width * self.cfg.block_size * per_token > \
+                    self.max_transient_bytes:
+                out.append(group)
+                group = []
+            group.append(task)
+        return out + [group] if group else out
+
     def run(self, tasks: list[CompressionTask]) -> None:
         r = self.runner
-        times = compress_batch(r.kv_cache[0], r.kv_cache[1], r.query_cache, r.score_cache,
-                               self.build_batch(tasks), self.cfg.compression,
-                               layer_chunk=self.cfg.compress_layer_chunk,
-                               profile=self.cfg.profile_compression, generator=self.generator)
-        for name, ms in times.items():
-            self.stage_ms[name] = self.stage_ms.get(name, 0.0) + ms
-        if times:
-            self.round_ms.append((len(tasks), times["total"]))
+        for group in self.groups(tasks):
+            times = compress_batch(r.kv_cache[0], r.kv_cache[1], r.query_cache, r.score_cache,
+                                   self.build_batch(group), self.cfg.compression,
+                                   layer_chunk=self.cfg.compress_layer_chunk,
+                                   profile=self.cfg.profile_compression, generator=self.generator)
+            for name, ms in times.items():
+                self.stage_ms[name] = self.stage_ms.get(name, 0.0) + ms
+            if times:
+                self.round_ms.append((len(group), times["total"]))
