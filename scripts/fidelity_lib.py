@@ -9,9 +9,7 @@ import functools
 import gc
 import json
 import math
-import os
 import random
-import tempfile
 import time
 
 from zipage import LLM, SamplingParams
@@ -111,15 +109,18 @@ def method_options(method: str, budget: int, window: int, sinks: int):
 # --------------------------------------------------------------------------------------------
 # Texts
 
-def build_texts(tokenizer, dataset: str, num_texts: int, num_tokens: int, seed: int,
-                exclude=frozenset()):
-    """`num_texts` disjoint token sequences of exactly `num_tokens` tokens, each a run of
-    concatenated MATH-500 problems and solutions (records shuffled with `seed`; records whose
-    id is in `exclude` are skipped, e.g. those a tuning run used)."""
+def load_records(dataset: str, seed: int, exclude=frozenset()) -> list[dict]:
+    """Dataset rows shuffled with `seed`, without those whose id is in `exclude`."""
     with open(dataset) as f:
         records = [json.loads(line) for line in f if line.strip()]
     records = [r for r in records if (r.get("id") or r.get("unique_id")) not in exclude]
     random.Random(seed).shuffle(records)
+    return records
+
+
+def concat_texts(tokenizer, records: list[dict], num_texts: int, num_tokens: int, source: str):
+    """`num_texts` disjoint token sequences of exactly `num_tokens` tokens, each a run of
+    "Problem: ... Solution: ..." records taken in order; (texts, record ids per text)."""
     texts, sources, it = [], [], iter(records)
     for _ in range(num_texts):
         parts, ids, used = [], [], []
@@ -127,7 +128,7 @@ def build_texts(tokenizer, dataset: str, num_texts: int, num_tokens: int, seed: 
             try:
                 r = next(it)
             except StopIteration:
-                raise ValueError(f"{dataset} has too few records for {num_texts} x {num_tokens} "
+                raise ValueError(f"{source} has too few records for {num_texts} x {num_tokens} "
                                  f"tokens") from None
             parts.append(f"Problem: {r['problem'].strip()}\nSolution: {r['solution'].strip()}\n\n")
             used.append(r.get("id") or r.get("unique_id"))
@@ -135,6 +136,14 @@ def build_texts(tokenizer, dataset: str, num_texts: int, num_tokens: int, seed: 
         texts.append(ids[:num_tokens])
         sources.append(used)
     return texts, sources
+
+
+def build_texts(tokenizer, dataset: str, num_texts: int, num_tokens: int, seed: int,
+                exclude=frozenset()):
+    """Texts of concatenated MATH-500 problems and their human solutions (records shuffled
+    with `seed`; records whose id is in `exclude` are skipped, e.g. a tuning run's)."""
+    return concat_texts(tokenizer, load_records(dataset, seed, exclude), num_texts, num_tokens,
+                        dataset)
 
 
 INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
@@ -145,12 +154,8 @@ def build_generated_texts(model: str, tokenizer, dataset: str, num_texts: int, n
     """Like build_texts, with the model's own solutions: each problem is asked in the chat
     template with the paper's instruction, answered by the model (Full KV, T 0.6, seeded),
     and the texts concatenate "Problem: ... Solution: <its answer>" records."""
-    with open(dataset) as f:
-        records = [json.loads(line) for line in f if line.strip()]
-    records = [r for r in records if (r.get("id") or r.get("unique_id")) not in exclude]
-    random.Random(seed).shuffle(records)
-    needed = num_texts * num_tokens
-    picked = records[:max(8, needed // 150)]  # SmolLM2 records average ~300 tokens
+    records = load_records(dataset, seed, exclude)
+    picked = records[:max(8, num_texts * num_tokens // 150)]  # SmolLM2 records: ~300 tokens
     prompts = [tokenizer.apply_chat_template(
         [{"role": "user", "content": f"{r['problem'].strip()}\n{INSTRUCTION}"}], tokenize=False,
         add_generation_prompt=True) for r in picked]
@@ -161,13 +166,8 @@ def build_generated_texts(model: str, tokenizer, dataset: str, num_texts: int, n
     del llm
     gc.collect()
     solved = [dict(r, solution=o.outputs[0].text) for r, o in zip(picked, outs) if o.outputs]
-    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
-        for r in solved:  # build_texts reads records from a file
-            f.write(json.dumps(r) + "\n")
-    try:
-        return build_texts(tokenizer, f.name, num_texts, num_tokens, seed=0)
-    finally:
-        os.remove(f.name)
+    random.Random(0).shuffle(solved)  # the order results/fidelity_smollm2_generated.* used
+    return concat_texts(tokenizer, solved, num_texts, num_tokens, f"{dataset} (generated)")
 
 
 # --------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 import triton.testing  # noqa: E402
 
-from zipage.kernels.sample import sample_tokens, sample_tokens_reference, uniform_noise  # noqa: E402
+from zipage.kernels.sample import race_scores, sample_tokens, sample_tokens_reference  # noqa: E402
 
 
 def main():
@@ -25,9 +25,7 @@ def main():
         seeds = torch.randint(0, 2**40, (B,), device="cuda", generator=g)
         pos = torch.randint(0, 32768, (B,), device="cuda", generator=g)
         got, ref = sample_tokens(logits, t, seeds, pos), sample_tokens_reference(logits, t, seeds, pos)
-        u = uniform_noise(seeds, pos, V)
-        safe_t = torch.where(t > 0, t, torch.ones_like(t))[:, None]
-        score = torch.where(t[:, None] > 0, logits / safe_t - torch.log(-torch.log(u)), logits)
+        score = race_scores(logits, t, seeds, pos)
         gap = (score.gather(1, ref[:, None]) - score.gather(1, got[:, None])).abs().max().item()
         same = (got == ref).float().mean().item()
         passed = gap < 1e-4

@@ -51,13 +51,7 @@ def main():
     timed(llm.scheduler, "schedule")
     timed(llm.scheduler, "postprocess")
     import zipage.runner.model_runner as mr
-    inner = mr.build_batch
-
-    def build_batch(*args, **kwargs):
-        with record_function("phase::build_batch"):
-            return inner(*args, **kwargs)
-
-    mr.build_batch = build_batch
+    timed(mr, "build_batch")  # the module-level name the runner calls
     params = SamplingParams(temperature=a.temperature, seed=0, max_tokens=a.steps,
                             ignore_eos=True)
     llm.generate(prompts, params, use_tqdm=False)  # same shapes once, outside the profile

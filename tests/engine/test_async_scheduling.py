@@ -13,17 +13,18 @@ def folder():
 
 
 def _run(folder, prompts, params, **options):
-    outs, _run.preemptions = {}, {}
+    """{async_scheduling: outputs}, {async_scheduling: preemptions} for both modes."""
+    outs, preemptions = {}, {}
     for mode in (False, True):
         llm = LLM(folder, device="cpu", block_size=16, async_scheduling=mode, **options)
         res = llm.generate(prompts, params, use_tqdm=False)
         outs[mode] = [[(c.token_ids, c.finish_reason, c.metrics["num_compressions"],
                         c.metrics["peak_kv_tokens"], c.metrics.get("forced_logprobs"))
                        for c in r.outputs] for r in res]
-        _run.preemptions[mode] = llm.last_stats.num_preemptions
+        preemptions[mode] = llm.last_stats.num_preemptions
         assert llm.block_manager.num_free_blocks == llm.num_kv_blocks  # nothing leaked
         assert not llm.scheduler.has_unfinished and not llm.runner.teacher_records
-    return outs
+    return outs, preemptions
 
 
 def _stop_token(folder, prompts):
@@ -41,7 +42,7 @@ def test_same_tokens_with_stops_sampling_and_shared_prefixes(folder):
                              stop_token_ids=[stop])
               for t, m, mn in [(0, 30, 0), (0.8, 45, 0), (0.8, 7, 0), (0, 50, 10), (1.0, 64, 0),
                                (0.5, 20, 20)]]
-    outs = _run(folder, prompts, params, kv_cache_tokens=8192)
+    outs, _ = _run(folder, prompts, params, kv_cache_tokens=8192)
     assert outs[True] == outs[False]
     reasons = Counter(c[1] for r in outs[True] for c in r)
     assert reasons["stop"] >= 2 and reasons["length"] >= 2  # both paths exercised
@@ -50,8 +51,9 @@ def test_same_tokens_with_stops_sampling_and_shared_prefixes(folder):
 def test_same_tokens_with_compression_and_preemption(folder):
     prompts = random_prompts([70, 3, 20, 41, 9, 100, 15, 2], vocab=384)
     params = SamplingParams(temperature=0.7, seed=11, max_tokens=150, ignore_eos=True)
-    outs = _run(folder, prompts, params, budget=64, kv_cache_tokens=30 * 16, max_num_seqs=8)
-    assert outs[True] == outs[False] and _run.preemptions[True] > 0
+    outs, preemptions = _run(folder, prompts, params, budget=64, kv_cache_tokens=30 * 16,
+                             max_num_seqs=8)
+    assert outs[True] == outs[False] and preemptions[True] > 0
     assert all(c[2] > 0 for r in outs[True] for c in r)  # every request compressed
 
 
@@ -59,13 +61,13 @@ def test_same_tokens_with_preemption_under_full_kv(folder):
     prompts = random_prompts([30, 12, 50, 7, 22, 40], vocab=384)
     params = SamplingParams(temperature=0, max_tokens=60, ignore_eos=True)
     llm_opts = dict(kv_cache_tokens=12 * 16, max_num_seqs=6)
-    outs = _run(folder, prompts, params, **llm_opts)
-    assert outs[True] == outs[False] and _run.preemptions[True] > 0
+    outs, preemptions = _run(folder, prompts, params, **llm_opts)
+    assert outs[True] == outs[False] and preemptions[True] > 0
 
 
 def test_teacher_forcing_records_are_the_same(folder):
     prompts = random_prompts([10, 25], vocab=384)
     forced = random_prompts([30], vocab=384, seed=9)[0]
     params = SamplingParams(temperature=0, max_tokens=30, ignore_eos=True, forced_tokens=forced)
-    outs = _run(folder, prompts, params, kv_cache_tokens=4096)
+    outs, _ = _run(folder, prompts, params, kv_cache_tokens=4096)
     assert outs[True] == outs[False] and outs[True][0][0][4] is not None

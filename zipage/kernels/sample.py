@@ -37,12 +37,18 @@ def unit_interval(bits: torch.Tensor) -> torch.Tensor:
     return ((bits >> 9).to(torch.float32) + 0.5) * (1.0 / (1 << 23))
 
 
-def sample_tokens_reference(scores, temperature, seeds, positions):
-    """PyTorch version of sample_tokens."""
+def race_scores(scores, temperature, seeds, positions):
+    """(B, V) float32 values whose row argmax is the drawn token: scores / t plus Gumbel
+    noise on sampled rows, the scores themselves on greedy rows (t = 0)."""
     noise = uniform_noise(seeds, positions, scores.shape[1])
     t = torch.where(temperature > 0, temperature, torch.ones_like(temperature)).unsqueeze(1)
-    sampled = (scores / t - torch.log(-torch.log(noise))).argmax(dim=-1)
-    return torch.where(temperature > 0, sampled, scores.argmax(dim=-1))
+    return torch.where(temperature.unsqueeze(1) > 0, scores / t - torch.log(-torch.log(noise)),
+                       scores)
+
+
+def sample_tokens_reference(scores, temperature, seeds, positions):
+    """PyTorch version of sample_tokens."""
+    return race_scores(scores, temperature, seeds, positions).argmax(dim=-1)
 
 
 @triton.jit
