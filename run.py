@@ -21,7 +21,7 @@ register_configs()  # schemas and resolvers must exist before Hydra composes the
 def main(cfg) -> None:
     from tasks.base import DataError
     from tasks.report import report
-    from tasks.runner import ConfigError, evaluate
+    from tasks.evaluate import ConfigError, evaluate
 
     run_dir = HydraConfig.get().runtime.output_dir
     try:

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from zipage.engine.block_manager import BlockManager  # noqa: E402
 from zipage.engine.scheduler import Scheduler, SchedulerConfig  # noqa: E402
 from zipage.engine.sequence import Sequence  # noqa: E402
-from zipage.runner.batch import build_batch  # noqa: E402
+from zipage.worker.batch import build_batch  # noqa: E402
 from zipage.sampling_params import SamplingParams  # noqa: E402
 
 

@@ -26,7 +26,7 @@ import torch  # noqa: E402
 
 from zipage.compression import (REFERENCE_OPS, TRITON_OPS, CompressionBatch,  # noqa: E402
                                 CompressionConfig, compress_batch, score_layers)
-from zipage.kernels.compress_global import select_keep  # noqa: E402
+from zipage.kernels.eviction_score import select_keep  # noqa: E402
 
 SMOKE = ARGS.cpu_smoke
 DEV = "cpu" if SMOKE else "cuda"

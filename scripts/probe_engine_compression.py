@@ -18,7 +18,7 @@ import triton.testing  # noqa: E402
 
 from zipage import LLM, SamplingParams  # noqa: E402
 from zipage.compression import pipeline  # noqa: E402
-from zipage.kernels import compress_redundancy as cr  # noqa: E402
+from zipage.kernels import key_redundancy as cr  # noqa: E402
 
 
 def cache_size(fn) -> int:

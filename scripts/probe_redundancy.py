@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 import triton.testing  # noqa: E402
 
-from zipage.kernels.compress_redundancy import redundancy  # noqa: E402
+from zipage.kernels.key_redundancy import redundancy  # noqa: E402
 
 L, B, H, D, b, n_blocks = 8, 64, 8, 128, 256, 9
 NB = B * n_blocks

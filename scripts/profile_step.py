@@ -50,7 +50,7 @@ def main():
     timed(r.compressor, "run")
     timed(llm.scheduler, "schedule")
     timed(llm.scheduler, "postprocess")
-    import zipage.runner.model_runner as mr
+    import zipage.worker.model_runner as mr
     timed(mr, "build_batch")  # the module-level name the runner calls
     params = SamplingParams(temperature=a.temperature, seed=0, max_tokens=a.steps,
                             ignore_eos=True)

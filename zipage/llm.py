@@ -11,7 +11,7 @@ from zipage.engine.sequence import Sequence
 from zipage.models.loader import build_model, load_hf_config, load_tokenizer, resolve
 from zipage.models.spec import spec_from_hf_config
 from zipage.outputs import CompletionOutput, GenerateStats, RequestOutput
-from zipage.runner.model_runner import ModelRunner
+from zipage.worker.model_runner import ModelRunner
 from zipage.sampling_params import SamplingParams
 
 

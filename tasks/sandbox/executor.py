@@ -27,7 +27,7 @@ from typing import Callable
 from tasks.sandbox.uids import acquire_uid, release_uid, sweep
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-RUNNER = os.path.join(HERE, "runner.py")
+CHILD = os.path.join(HERE, "child.py")
 MiB = 1 << 20
 # No user site, no bytecode files, no script dir on sys.path (-P, Python >= 3.11). Not -I:
 # it would also ignore PYTHONHASHSEED, and our environment is scrubbed anyway.
@@ -142,7 +142,7 @@ def run_program(code: str, mode: str, inputs: list[str], fn_name: str | None = N
         job_path = os.path.join(workdir, ".job.json")
         with open(os.open(job_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
             json.dump(job, f)
-        proc = subprocess.Popen([sys.executable, *PY_FLAGS, RUNNER, job_path],
+        proc = subprocess.Popen([sys.executable, *PY_FLAGS, CHILD, job_path],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, cwd=workdir, env=_child_env(workdir),
                                 start_new_session=True, close_fds=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from zipage.compression import CompressionBatch
-from zipage.kernels.compress_common import flat_slots
+from zipage.kernels.compression_common import flat_slots
 
 
 @dataclass

@@ -3,8 +3,8 @@ import pytest
 import torch
 from compression_scene import MIXED, expected_compaction, make_scene
 
-from zipage.kernels.compress_compact import compact, compact_reference
-from zipage.kernels.compress_global import select_keep
+from zipage.kernels.compact_kv import compact, compact_reference
+from zipage.kernels.eviction_score import select_keep
 
 SHARED = [  # two requests on one shared prefix, and a prefix longer than C blocks
     dict(kind="shared", shared=2, n=4 * 16 + 5),

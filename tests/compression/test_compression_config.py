@@ -40,7 +40,7 @@ def test_baseline_score_modes_keep_sinks_window_and_recent_tokens():
     import torch
     from zipage.compression import CompressionBatch
     from zipage.compression.pipeline import baseline_scores
-    from zipage.kernels.compress_global import select_keep
+    from zipage.kernels.eviction_score import select_keep
     cfg = CompressionConfig(observation_window=4, num_sink_tokens=2, score="recent")
     batch = CompressionBatch(slots=torch.zeros(1, dtype=torch.int32),
                              block_tables=torch.tensor([[0, 1, 2]], dtype=torch.int32),

@@ -3,8 +3,8 @@ import pytest
 import torch
 from compression_scene import MIXED, make_scene
 
-from zipage.kernels.compress_common import gather_positions
-from zipage.kernels.compress_global import final_score, final_score_reference, select_keep
+from zipage.kernels.compression_common import gather_positions
+from zipage.kernels.eviction_score import final_score, final_score_reference, select_keep
 
 W = 8
 

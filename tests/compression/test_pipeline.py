@@ -6,7 +6,7 @@ from compression_scene import MIXED, expected_compaction, make_scene
 from zipage.compression import (REFERENCE_OPS, TRITON_OPS, CompressionConfig, compress_batch,
                                 score_layers)
 from zipage.compression import pipeline as pipeline_mod
-from zipage.kernels.compress_global import select_keep
+from zipage.kernels.eviction_score import select_keep
 
 CFG = CompressionConfig.paper(observation_window=8, num_sink_tokens=2)
 

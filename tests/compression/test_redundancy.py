@@ -3,8 +3,8 @@ import pytest
 import torch
 from compression_scene import MIXED, make_scene
 
-from zipage.kernels.compress_common import gather_positions
-from zipage.kernels.compress_redundancy import redundancy, redundancy_reference
+from zipage.kernels.compression_common import gather_positions
+from zipage.kernels.key_redundancy import redundancy, redundancy_reference
 
 
 def _scene(**kw):

@@ -5,8 +5,8 @@ import pytest
 import torch
 from compression_scene import MIXED, make_scene
 
-from zipage.kernels.compress_common import gather_positions
-from zipage.kernels.compress_score import attention_score, attention_score_reference
+from zipage.kernels.compression_common import gather_positions
+from zipage.kernels.attention_score import attention_score, attention_score_reference
 
 
 def _args(sc):

@@ -4,7 +4,7 @@ import torch
 
 from tests.engine.tiny_models import random_prompts, tiny_checkpoint
 from zipage import LLM, SamplingParams
-from zipage.runner.compressor import window_positions
+from zipage.worker.compressor import window_positions
 
 B, BUDGET, W = 16, 64, 16
 C = BUDGET // B

@@ -62,7 +62,7 @@ def test_data_dir_from_env_and_missing_data_source(tmp_path):
 def test_engine_presets_our_full_score_and_the_paper_weight():
     from hydra import compose, initialize_config_dir
     from tasks.config import register_configs
-    from tasks.runner import engine_kwargs
+    from tasks.evaluate import engine_kwargs
     from zipage.config import EngineConfig
     register_configs()
     with initialize_config_dir(config_dir=os.path.join(ROOT, "configs"), version_base=None):

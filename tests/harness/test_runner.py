@@ -8,7 +8,7 @@ import pytest
 
 import fake_engine
 from conftest import ROOT
-from tasks import runner
+from tasks import evaluate as runner
 from tasks.base import DataError
 
 VOLATILE = {"run_dir", "generation_segments", "generation_wall_time_s", "output_tokens_per_s",

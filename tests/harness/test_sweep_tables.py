@@ -7,7 +7,7 @@ import sys
 
 from conftest import ROOT
 from test_runner import config, data_dir, engine  # noqa: F401 (fixtures)
-from tasks import runner
+from tasks import evaluate as runner
 
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import paper_tables  # noqa: E402

@@ -12,10 +12,10 @@ import torch
 
 from zipage.compression.batch import CompressionBatch
 from zipage.compression.config import CompressionConfig
-from zipage.kernels import compress_compact as _cc
-from zipage.kernels import compress_global as _cg
-from zipage.kernels import compress_redundancy as _cr
-from zipage.kernels import compress_score as _cs
+from zipage.kernels import compact_kv as _cc
+from zipage.kernels import eviction_score as _cg
+from zipage.kernels import key_redundancy as _cr
+from zipage.kernels import attention_score as _cs
 from zipage.kernels._dispatch import use_triton
 
 TRITON_OPS = SimpleNamespace(attention_score=_cs.attention_score, redundancy=_cr.redundancy,

@@ -15,7 +15,7 @@ the loads from the stores (and the launch disables async prefetching across it).
 import torch
 
 from zipage.kernels._dispatch import next_pow2, tl, triton
-from zipage.kernels.compress_common import check_tables, flat_slots
+from zipage.kernels.compression_common import check_tables, flat_slots
 
 _BLOCK_J = 64  # slots per chunk
 

@@ -13,7 +13,7 @@ import math
 import torch
 
 from zipage.kernels._dispatch import dot_precision, next_pow2, tl, triton
-from zipage.kernels.compress_common import (UPCAST_DOTS, check_tables, dot_f32,
+from zipage.kernels.compression_common import (UPCAST_DOTS, check_tables, dot_f32,
                                             gather_positions)
 
 _BLOCK_N = 64  # keys per tile

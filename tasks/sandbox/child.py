@@ -1,4 +1,4 @@
-"""Trusted child entry point: `python -s -P -B runner.py JOB.json`.
+"""Trusted child entry point: `python -s -P -B child.py JOB.json`.
 
 Protocol: the job file (written by the evaluator, deleted here once read) holds the code,
 the test inputs (never the expected outputs: the verdict is computed by the evaluator) and

@@ -10,9 +10,9 @@ from zipage.engine.scheduler import SchedulerOutput
 from zipage.layers.attention import AttentionMetadata
 from zipage.layers.sampler import sample
 from zipage.models.decoder import CausalLM
-from zipage.runner.batch import Batch, attention_metadata, build_batch, to_device
-from zipage.runner.cuda_graph import DecodeGraphs
-from zipage.runner.memory import MemoryPlan, plan_memory
+from zipage.worker.batch import Batch, attention_metadata, build_batch, to_device
+from zipage.worker.cuda_graph import DecodeGraphs
+from zipage.worker.memory import MemoryPlan, plan_memory
 
 
 class ModelRunner:
@@ -32,7 +32,7 @@ class ModelRunner:
         self._allocate_caches()
         self.compressor = None
         if cfg.budget is not None:
-            from zipage.runner.compressor import Compressor
+            from zipage.worker.compressor import Compressor
             self.compressor = Compressor(cfg, self)
         self.graphs = None
         if device.type == "cuda" and not cfg.enforce_eager:

@@ -6,7 +6,7 @@ l(j) = max{i : c(i, j) > tau} the most recent similar partner of j (exempt from 
 
     rho(i) = sum_j c(i, j) - sum_{j : l(j) = i} c(i, j)
 
-The softmax R = softmax_j(rho / (T * norm)) is applied later, in compress_global.
+The softmax R = softmax_j(rho / (T * norm)) is applied later, in eviction_score.
 c is symmetric, so one program per (tile of columns j, KV head, request x layer) walks the
 rows i once and gets both sum_i c(i, j) (= the row sum of j) and l(j), c(l(j), j). Both
 contributions are added with atomics into a zeroed rho: row sums to j, the exemption
@@ -15,7 +15,7 @@ contributions are added with atomics into a zeroed rho: row sums to j, the exemp
 import torch
 
 from zipage.kernels._dispatch import cdiv, dot_precision, next_pow2, tl, triton
-from zipage.kernels.compress_common import (UPCAST_DOTS, check_tables, dot_f32,
+from zipage.kernels.compression_common import (UPCAST_DOTS, check_tables, dot_f32,
                                             gather_positions, round_like)
 
 _BLOCK = 64  # rows / columns per tile

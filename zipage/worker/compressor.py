@@ -6,7 +6,7 @@ import torch
 
 from zipage.compression import CompressionBatch, compress_batch
 from zipage.engine.scheduler import CompressionTask
-from zipage.runner.batch import pad_tables, to_device
+from zipage.worker.batch import pad_tables, to_device
 
 
 def window_positions(num_computed: int, phys_len: int, window: int) -> list[int]:

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F_
 
 from zipage.kernels._dispatch import tl, triton
-from zipage.kernels.compress_common import check_tables, gather_positions
+from zipage.kernels.compression_common import check_tables, gather_positions
 
 _BLOCK = 256
 

@@ -5,7 +5,7 @@ import numpy as np
 import torch
 
 from zipage.layers.attention import AttentionMetadata
-from zipage.runner.batch import Batch, pad_tables
+from zipage.worker.batch import Batch, pad_tables
 
 
 def _capture_sizes(max_batch: int) -> list[int]:
