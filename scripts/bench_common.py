@@ -1,13 +1,86 @@
-"""Helpers for scripts/bench_throughput.py: environment report, copy bandwidth, workload,
-the Hugging Face `generate` baseline, and the decode roofline estimate."""
+"""What the benchmark subcommands share: model / dtype / seed / JSON options, the scoring
+preset, the hardware and version header, and small device helpers."""
+import argparse
 import gc
+import json
 import os
 import platform
-import statistics
 import subprocess
-import time
+import tempfile
+from pathlib import Path
 
 import torch
+
+from zipage.compression.config import CompressionConfig
+from zipage.models.presets import SHAPES
+
+DTYPES = ("auto", "bfloat16", "float16", "float32")
+# The scoring of the harness' engine presets (configs/engine/): `zipage` is our default.
+SCORING = {"zipage": CompressionConfig.full_score, "zipage_paper": CompressionConfig.paper}
+
+
+def add_model_arguments(p: argparse.ArgumentParser, default: str = "qwen3-8b",
+                        cpu_smoke: bool = True) -> None:
+    p.add_argument("--model", default=default,
+                   help=f"preset shape with random weights ({', '.join(SHAPES)}) or a Hugging "
+                        f"Face checkpoint folder (default {default})")
+    p.add_argument("--dtype", default="auto", choices=DTYPES,
+                   help="auto = bfloat16 on a GPU, float32 on the CPU (the engine's rule)")
+    if cpu_smoke:
+        p.add_argument("--cpu-smoke", action="store_true",
+                       help="tiny random Qwen3 on the CPU (checks the flow, not speed)")
+
+
+def add_common_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", metavar="OUT", help="also write all results to this JSON file")
+
+
+def add_scoring_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scoring", default="zipage", choices=sorted(SCORING),
+                   help="eviction score: zipage = CompressionConfig.full_score() (the default, "
+                        "what engine=zipage runs: redundancy weight 0.2); zipage_paper = "
+                        "CompressionConfig.paper() (the published weight 0.8)")
+
+
+def scoring(args, **overrides) -> CompressionConfig:
+    return SCORING[args.scoring](**overrides)
+
+
+def device_for(args) -> torch.device:
+    if getattr(args, "cpu_smoke", False) or not torch.cuda.is_available():
+        return torch.device("cpu")
+    return torch.device("cuda")
+
+
+def torch_dtype(name: str, device: torch.device) -> torch.dtype:
+    if name == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    return getattr(torch, name)
+
+
+def engine_model(args, device: torch.device) -> tuple[str, dict, object]:
+    """(model for LLM(...), base engine options, temporary folder to clean up or None)."""
+    opts = {"dtype": args.dtype, "seed": args.seed}
+    if device.type == "cpu":
+        opts["device"] = "cpu"
+    if getattr(args, "cpu_smoke", False):
+        tmp = tempfile.TemporaryDirectory()
+        return tiny_checkpoint(tmp.name), opts, tmp
+    if args.model in SHAPES:
+        opts["load_format"] = "dummy"
+    return args.model, opts, None
+
+
+def tiny_checkpoint(folder: str) -> str:
+    """A tiny random Qwen3 checkpoint (config.json + safetensors), like the test models."""
+    from transformers import AutoModelForCausalLM, Qwen3Config
+    cfg = Qwen3Config(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                      max_position_embeddings=512, tie_word_embeddings=False)
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).save_pretrained(folder)
+    return folder
 
 
 def _run(cmd: list[str]) -> str | None:
@@ -22,15 +95,15 @@ def environment(device: torch.device) -> dict:
     """Hardware and software versions, printed first and stored in the JSON."""
     env = {"python": platform.python_version(), "torch": torch.__version__,
            "torch_cuda": torch.version.cuda, "platform": platform.platform(),
-           "cpu_count": os.cpu_count()}
+           "cpu": platform.processor() or platform.machine(), "cpu_count": os.cpu_count()}
     for mod in ("triton", "transformers"):
         try:
             env[mod] = __import__(mod).__version__
         except Exception:
             env[mod] = None
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    commit = _run(["git", "-C", root, "rev-parse", "--short", "HEAD"])
-    dirty = _run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"])
+    root = Path(__file__).resolve().parents[1]
+    commit = _run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"])
+    dirty = _run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"])
     env["zipage_commit"] = f"{commit}{'+dirty' if dirty else ''}" if commit else None
     if device.type == "cuda":
         p = torch.cuda.get_device_properties(device)
@@ -42,6 +115,37 @@ def environment(device: torch.device) -> dict:
     return env
 
 
+def print_header(device: torch.device, workload: dict) -> dict:
+    """Print the environment and the workload; returns the environment."""
+    env = environment(device)
+    print("== environment\n" + "\n".join(f"  {k}: {v}" for k, v in env.items()))
+    print("== workload\n" + "\n".join(f"  {k}: {v}" for k, v in workload.items()), flush=True)
+    return env
+
+
+def write_json(path: str | None, result: dict) -> None:
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(result, indent=2, default=str))
+        print(f"== results written to {path}")
+
+
+def prompt_vocab(model: str) -> int:
+    """Token ids for random prompts: below 150000 (every preset's vocabulary is larger; the
+    measured workloads used this bound) and below the model's own vocabulary."""
+    if model in SHAPES:
+        vocab = SHAPES[model]["vocab_size"]
+    else:
+        from transformers import AutoConfig
+        vocab = AutoConfig.from_pretrained(model).vocab_size
+    return min(150000, vocab)
+
+
+def random_prompts(n: int, length: int, vocab_size: int, seed: int) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, vocab_size, (n, length), generator=g).tolist()
+
+
 def sync(device: torch.device):
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -51,151 +155,3 @@ def free_memory(device: torch.device):
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
-
-
-def gb(nbytes: float) -> str:
-    return f"{nbytes / 1e9:.3g} GB" if nbytes >= 1e8 else f"{nbytes / 1e6:.3g} MB"
-
-
-def copy_bandwidth(device: torch.device, nbytes: int = 2**30, reps: int = 20) -> float:
-    """Device-to-device copy bandwidth in bytes/s (bytes read + bytes written), median."""
-    src = torch.randn(nbytes // 4, device=device)  # random data, never zeros
-    dst = torch.empty_like(src)
-    times = []
-    for i in range(reps + 3):
-        if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            dst.copy_(src)
-            end.record()
-            end.synchronize()
-            t = start.elapsed_time(end) / 1e3
-        else:
-            t0 = time.perf_counter()
-            dst.copy_(src)
-            t = time.perf_counter() - t0
-        if i >= 3:  # the first copies are warm-up
-            times.append(t)
-    assert torch.equal(dst, src), "copy check failed"
-    del src, dst
-    free_memory(device)
-    return 2 * nbytes / statistics.median(times)
-
-
-def random_prompts(n: int, length: int, vocab_size: int, seed: int) -> list[list[int]]:
-    g = torch.Generator().manual_seed(seed)
-    return torch.randint(0, vocab_size, (n, length), generator=g).tolist()
-
-
-def left_pad(prompts: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(map(len, prompts))
-    ids = torch.full((len(prompts), width), pad_id, dtype=torch.int64)
-    mask = torch.zeros_like(ids)
-    for i, p in enumerate(prompts):
-        ids[i, width - len(p):] = torch.tensor(p)
-        mask[i, width - len(p):] = 1
-    return ids.to(device), mask.to(device)
-
-
-def build_hf_model(hf_config, checkpoint: str | None, dtype, device):
-    """Random weights built directly on the device; or the checkpoint's weights if given."""
-    from transformers import AutoModelForCausalLM
-    if checkpoint is not None:
-        return AutoModelForCausalLM.from_pretrained(checkpoint, dtype=dtype).to(device).eval()
-    with torch.device(device):
-        return AutoModelForCausalLM.from_config(hf_config, dtype=dtype).eval()
-
-
-@torch.inference_mode()
-def hf_generate(model, prompts, output_len: int, batch_size: int, temperature: float,
-                seed: int, device) -> tuple[float, int, list[list[int]]]:
-    """Timed HF generate over batches of left-padded prompts, exactly output_len new tokens
-    each (min_new_tokens = max_new_tokens: EOS ignored). Returns (seconds, tokens, outputs)."""
-    sampling = (dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0)
-                if temperature > 0 else dict(do_sample=False))
-    total, n_out, outputs = 0.0, 0, []
-    for i in range(0, len(prompts), batch_size):
-        ids, mask = left_pad(prompts[i:i + batch_size], 0, device)
-        torch.manual_seed(seed + i)
-        sync(device)
-        t0 = time.perf_counter()
-        out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=output_len,
-                             min_new_tokens=output_len, pad_token_id=0, **sampling)
-        sync(device)
-        total += time.perf_counter() - t0
-        new = out[:, ids.shape[1]:]
-        n_out += new.numel()
-        outputs += new.tolist()
-    return total, n_out, outputs
-
-
-def mean_decode_context(prompt_len: int, output_len: int, budget: int | None, block: int) -> float:
-    """Mean physical KV length attended by a decode step, over the decode steps of one request
-    (tokens prompt_len+1 .. prompt_len+output_len-1 are the inputs; the current one included).
-    With a budget, resident KV is compressed back to C*b tokens whenever it reaches (C+1)*b."""
-    def phys(n):
-        if budget is None or n < budget + block:
-            return n
-        return budget + (n - budget) % block
-    ctx = [phys(prompt_len + j + 1) for j in range(output_len - 1)]
-    return sum(ctx) / max(len(ctx), 1)
-
-
-def decode_weight_bytes(model) -> tuple[int, str]:
-    """Bytes of parameters a decode step reads: all of them except the input embedding
-    (one row per token is gathered), unless the embedding is tied to the LM head."""
-    total = sum(p.numel() * p.element_size() for p in model.parameters())  # tied counted once
-    embed = getattr(getattr(model, "model", None), "embed_tokens", None)
-    if embed is None and hasattr(model, "get_input_embeddings"):
-        embed = model.get_input_embeddings()
-    head = getattr(model, "lm_head", None)
-    if embed is None:
-        return total, "all parameters (embedding not found)"
-    if head is not None and head.weight is embed.weight:
-        return total, "all parameters (embedding tied to the LM head, counted once)"
-    return total - embed.weight.numel() * embed.weight.element_size(), \
-        "all parameters except the input embedding (LM head included)"
-
-
-def roofline(copy_bw, weight_bytes, kv_bytes_per_token, t_full, steps_full, t_prefill,
-             steps_prefill, num_requests, output_len, mean_ctx) -> dict | None:
-    """Achieved decode bandwidth from the full run minus a prefill-only (output_len=1) run."""
-    decode_steps = steps_full - steps_prefill
-    decode_time = t_full - t_prefill
-    if decode_steps <= 0 or decode_time <= 0:
-        return None
-    batch = num_requests * (output_len - 1) / decode_steps  # decode tokens per decode step
-    kv = batch * mean_ctx * kv_bytes_per_token
-    step_bytes = weight_bytes + kv
-    step_s = decode_time / decode_steps
-    return dict(copy_bandwidth_GBps=copy_bw / 1e9, weight_bytes=weight_bytes,
-                kv_bytes_per_step=kv, bytes_per_step=step_bytes, decode_time_s=decode_time,
-                decode_steps=decode_steps, step_ms=step_s * 1e3, mean_decode_batch=batch,
-                mean_context=mean_ctx, weight_GB=weight_bytes / 1e9, kv_GB_per_step=kv / 1e9,
-                bytes_per_step_GB=step_bytes / 1e9, achieved_GBps=step_bytes / step_s / 1e9,
-                fraction_of_copy_bw=step_bytes / step_s / copy_bw,
-                roofline_step_ms=step_bytes / copy_bw * 1e3,
-                roofline_decode_tok_s=batch * copy_bw / step_bytes,
-                measured_decode_tok_s=batch / step_s)
-
-
-def describe_roofline(r: dict, kv_per_token: int, weight_note: str, t_full, t_prefill,
-                      steps_prefill, num_requests, output_len) -> str:
-    return "\n".join([
-        f"decode roofline (ESTIMATE; copy bandwidth {r['copy_bandwidth_GBps']:.1f} GB/s = one "
-        f"large device copy, bytes read + written, median of 20):",
-        f"  decode time  = full run {t_full:.2f} s - prefill-only run {t_prefill:.2f} s (same "
-        f"workload, output_len=1, {steps_prefill} steps) = {r['decode_time_s']:.2f} s",
-        f"  decode steps = full-run steps - prefill-only steps = {r['decode_steps']}; "
-        f"{r['step_ms']:.2f} ms/step (roofline {r['roofline_step_ms']:.2f} ms)",
-        f"  B = {num_requests}*({output_len}-1)/{r['decode_steps']} = "
-        f"{r['mean_decode_batch']:.1f} decode tokens/step; mean context c = "
-        f"{r['mean_context']:.1f} tokens (prompt + half the output, capped by any budget)",
-        f"  bytes/step = weights {gb(r['weight_bytes'])} ({weight_note})",
-        f"             + KV read B*c*{kv_per_token} B/token (L*H_kv*D*2*itemsize) = "
-        f"{gb(r['kv_bytes_per_step'])} -> {gb(r['bytes_per_step'])}",
-        f"  achieved {r['achieved_GBps']:.1f} GB/s = {100 * r['fraction_of_copy_bw']:.1f}% of "
-        f"copy bandwidth; decode {r['measured_decode_tok_s']:.0f} tok/s vs roofline "
-        f"{r['roofline_decode_tok_s']:.0f} tok/s",
-        "  (mixed prefill+decode steps count as decode steps; preemptions would make this rough)"])
-

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# One device call: kernel checks, engine checks, throughput benchmark; summary table last.
+# One device call: GPU tests, then benchmarks; logs under $OUT, the summary table last.
 # Usage: bash scripts/h200_suite.sh [steps...]
-#   steps: attn comp sampler engine bench long long_async; default: all but long, long_async
-#   (each long-reasoning run takes ~5 min of device time)
+#   steps: gpu quick bench long long_async compression profile kernels
+#   default: gpu bench (each long-reasoning run takes ~5 min of device time)
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 OUT=${OUT:-/tmp/zipage-out}; mkdir -p "$OUT"
-steps=${*:-attn comp sampler engine bench}
+steps=${*:-gpu bench}
 LONG="--num-requests 192 --output-len 4096 --budget 256 --block-size 32 --kv-cache-tokens 200000"
 declare -A status
 run() {  # name timeout command...
@@ -19,16 +19,18 @@ run() {  # name timeout command...
 }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import torch, triton, transformers; print('torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__)"
+bench="python3 -m scripts.bench"
 for s in $steps; do
   case $s in
-    attn) run attn 240 python3 scripts/gpu_check_attention.py ;;
-    comp) run comp 240 python3 scripts/gpu_check_compression.py ;;
-    sampler) run sampler 120 python3 scripts/gpu_check_sampler.py ;;
-    engine) run engine 300 python3 scripts/gpu_engine_check.py ;;
-    bench) run bench 420 python3 scripts/bench_throughput.py --json "$OUT/bench.json" ;;
-    long) run long 540 python3 scripts/bench_long_reasoning.py $LONG --json "$OUT/long.json" ;;
-    long_async) run long_async 540 python3 scripts/bench_long_reasoning.py $LONG --async-scheduling \
-        --json "$OUT/long_async.json" ;;
+    gpu) run gpu 540 python3 -m pytest -m gpu tests/gpu -rA --junitxml="$OUT/gpu.xml" ;;
+    quick) run quick 240 python3 -m pytest -m "gpu and quick" tests/gpu -rA ;;
+    bench) run bench 420 $bench throughput --json "$OUT/bench.json" ;;
+    long) run long 540 $bench long $LONG --json "$OUT/long.json" ;;
+    long_async) run long_async 540 $bench long $LONG --async-scheduling --json "$OUT/long_async.json" ;;
+    compression) run compression 300 $bench compression --json "$OUT/compression.json" ;;
+    profile) run profile 300 $bench profile --json "$OUT/profile.json" ;;
+    kernels) run kernels 300 $bench kernels ;;
+    *) echo "unknown step $s"; status[$s]="unknown step" ;;
   esac
 done
 echo "=== summary"; for s in $steps; do echo "$s: ${status[$s]}"; done

@@ -1,48 +1,39 @@
 """Offline throughput: our engine vs Hugging Face transformers `generate`, same workload.
 
-    python scripts/bench_throughput.py                 # qwen3-8b shape, 256 x (128 in, 512 out)
-    python scripts/bench_throughput.py --cpu-smoke     # tiny random Qwen3 on the CPU, end to end
-    python scripts/bench_throughput.py --skip-hf --json out.json --block-size 16
+    python -m scripts.bench throughput                 # qwen3-8b shape, 256 x (128 in, 512 out)
+    python -m scripts.bench throughput --cpu-smoke     # tiny random Qwen3 on the CPU, end to end
+    python -m scripts.bench throughput --skip-hf --json out.json --block-size 16
 
 Workload: N random-token prompts (seeded), fixed prompt length, exactly `output_len` new
 tokens per request (ignore_eos; HF: min_new_tokens = max_new_tokens), greedy by default.
 Random weights with the model's exact shapes (engine: load_format="dummy"; HF: from_config
-built on the GPU in bf16); the two models' random weights differ, which does not matter
-for speed. Timed region: `generate` only (model load, CUDA-graph capture and one warm-up
-generate per engine excluded). Order: copy bandwidth, HF (then freed), our engine (main run,
-then a prefill-only run, output_len=1, for the decode roofline estimate). Output tok/s =
+built on the GPU); the two models' random weights differ, which does not matter for speed.
+Timed region: `generate` only (model load, CUDA-graph capture and one warm-up generate per
+engine excluded). Order: copy bandwidth, HF (then freed), our engine (main run, then a
+prefill-only run, output_len=1, for the decode roofline estimate). Output tok/s =
 requests x output_len / wall time (the vLLM / Nano-vLLM convention).
 """
-import argparse
-import json
-import os
-import sys
-import tempfile
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
+import torch
 
-import torch  # noqa: E402
-
-import bench_common as bc  # noqa: E402
-from zipage import LLM, SamplingParams  # noqa: E402
-from zipage.models.presets import SHAPES  # noqa: E402
+from scripts import bench_common as bc
+from scripts import hf_baseline, roofline
+from zipage import LLM, SamplingParams
+from zipage.models.presets import SHAPES
 
 
-def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", default="qwen3-8b",
-                   help=f"preset shape ({', '.join(SHAPES)}) or a HF checkpoint folder")
+def add_arguments(p):
+    bc.add_model_arguments(p)
+    bc.add_common_arguments(p)
     p.add_argument("--num-requests", type=int, default=None, help="default 256 (smoke: 8)")
     p.add_argument("--prompt-len", type=int, default=None, help="default 128 (smoke: 16)")
     p.add_argument("--output-len", type=int, default=None, help="default 512 (smoke: 16)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (both engines)")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--block-size", type=int, default=None, help="engine default if unset")
-    p.add_argument("--budget", type=int, default=None, help="KV budget (tokens); default Full KV")
+    p.add_argument("--budget", type=int, default=None,
+                   help="KV budget (tokens), scored with --scoring; default Full KV")
+    bc.add_scoring_arguments(p)
     p.add_argument("--max-num-seqs", type=int, default=None)
     p.add_argument("--max-num-batched-tokens", type=int, default=None)
     p.add_argument("--max-model-len", type=int, default=None)
@@ -53,54 +44,62 @@ def parse_args():
                    help="HF new tokens per request (default --output-len; shorter favours HF)")
     p.add_argument("--skip-hf", action="store_true")
     p.add_argument("--tqdm", action="store_true", help="engine progress bar in the timed run")
-    p.add_argument("--json", metavar="OUT", help="write all results as JSON")
-    p.add_argument("--cpu-smoke", action="store_true",
-                   help="tiny random Qwen3 checkpoint on the CPU (checks the flow, not speed)")
-    a = p.parse_args()
+
+
+def _defaults(a):
     small = a.cpu_smoke
     a.num_requests = a.num_requests or (8 if small else 256)
     a.prompt_len = a.prompt_len or (16 if small else 128)
     a.output_len = a.output_len or (16 if small else 512)
     a.hf_output_len = a.hf_output_len or a.output_len
     a.hf_batch_size = a.hf_batch_size or a.num_requests
-    return a
 
 
-def tiny_checkpoint(folder: str) -> str:
-    """A tiny random Qwen3 checkpoint (config.json + safetensors), like the test models."""
-    from transformers import AutoModelForCausalLM, Qwen3Config
-    cfg = Qwen3Config(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-                      max_position_embeddings=512, tie_word_embeddings=False)
-    torch.manual_seed(0)
-    AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).save_pretrained(folder)
-    return folder
+def _run_hf(a, hf_cfg, checkpoint, dtype, device, prompts, warm_prompts):
+    t0 = time.perf_counter()
+    hf_model = hf_baseline.build_hf_model(hf_cfg, checkpoint, dtype, device)
+    attn = hf_model.config._attn_implementation
+    print(f"== HF model built in {time.perf_counter() - t0:.1f} s (attn_implementation={attn})",
+          flush=True)
+    bs = min(a.hf_batch_size, len(prompts))
+    hf_baseline.hf_generate(hf_model, warm_prompts[:bs], 4, bs, a.temperature, a.seed, device)
+    t, n_out, tokens = hf_baseline.hf_generate(hf_model, prompts, a.hf_output_len, bs,
+                                               a.temperature, a.seed, device)
+    assert n_out == len(prompts) * a.hf_output_len, f"HF produced {n_out} tokens"
+    print(f"== HF generate: {n_out} tokens in {t:.2f} s = {n_out / t:.0f} tok/s", flush=True)
+    del hf_model
+    bc.free_memory(device)
+    return dict(wall_time_s=t, num_output_tokens=n_out, output_tokens_per_s=n_out / t,
+                attn_implementation=attn), tokens
 
 
-def hf_config_for(model: str):
-    from transformers import AutoConfig
-    if model in SHAPES:
-        shape = dict(SHAPES[model])
-        return AutoConfig.for_model(shape.pop("model_type"), **shape)
-    return AutoConfig.from_pretrained(model)
+def _engine_options(a, base: dict) -> dict:
+    opts = {k: v for k, v in dict(
+        block_size=a.block_size, budget=a.budget, max_num_seqs=a.max_num_seqs,
+        max_num_batched_tokens=a.max_num_batched_tokens, max_model_len=a.max_model_len,
+        gpu_memory_utilization=a.gpu_memory_utilization).items() if v is not None}
+    opts.update(base, enforce_eager=a.enforce_eager)
+    if a.budget is not None:
+        opts["compression"] = bc.scoring(a)
+    if a.cpu_smoke:
+        opts.update(block_size=a.block_size or 16, kv_cache_tokens=4096)
+    return opts
 
 
-def main():
-    a = parse_args()
-    device = torch.device("cpu" if a.cpu_smoke or not torch.cuda.is_available() else "cuda")
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    tmp = tempfile.TemporaryDirectory() if a.cpu_smoke else None
-    model = tiny_checkpoint(tmp.name) if a.cpu_smoke else a.model
+def main(a) -> int:
+    _defaults(a)
+    device = bc.device_for(a)
+    dtype = bc.torch_dtype(a.dtype, device)
+    model, base_opts, tmp = bc.engine_model(a, device)
     checkpoint = None if model in SHAPES else model  # HF loads the same weights from a folder
-    hf_cfg = hf_config_for(model)
-    env = bc.environment(device)
-    print("== environment\n" + "\n".join(f"  {k}: {v}" for k, v in env.items()))
+    hf_cfg = hf_baseline.hf_config_for(model)
     workload = dict(model=a.model if not a.cpu_smoke else "tiny-qwen3 (cpu smoke)",
                     num_requests=a.num_requests, prompt_len=a.prompt_len,
                     output_len=a.output_len, hf_output_len=a.hf_output_len,
                     hf_batch_size=a.hf_batch_size, temperature=a.temperature, seed=a.seed,
-                    ignore_eos=True, dtype=str(dtype).replace("torch.", ""), device=str(device))
-    print("== workload\n" + "\n".join(f"  {k}: {v}" for k, v in workload.items()), flush=True)
+                    budget=a.budget, scoring=a.scoring if a.budget else None, ignore_eos=True,
+                    dtype=str(dtype).replace("torch.", ""), device=str(device))
+    env = bc.print_header(device, workload)
     V, N, P = hf_cfg.vocab_size, a.num_requests, a.prompt_len
     prompts = bc.random_prompts(N, P, V, a.seed)
     # fresh prompts for every untimed/auxiliary run, so prefix caching cannot reuse anything
@@ -108,37 +107,14 @@ def main():
     prefill_prompts = bc.random_prompts(N, P, V, a.seed + 2)
     result = dict(environment=env, workload=workload)
 
-    copy_bw = bc.copy_bandwidth(device, 2**30 if device.type == "cuda" else 2**26)
+    copy_bw = roofline.copy_bandwidth(device, 2**30 if device.type == "cuda" else 2**26)
     result["copy_bandwidth_GBps"] = copy_bw / 1e9
     print(f"== device copy bandwidth: {copy_bw / 1e9:.1f} GB/s (read + written)", flush=True)
-
-    hf = None
-    if not a.skip_hf:
-        t0 = time.perf_counter()
-        hf_model = bc.build_hf_model(hf_cfg, checkpoint, dtype, device)
-        print(f"== HF model built in {time.perf_counter() - t0:.1f} s "
-              f"(attn_implementation={hf_model.config._attn_implementation})", flush=True)
-        bs = min(a.hf_batch_size, N)
-        bc.hf_generate(hf_model, warm_prompts[:bs], 4, bs, a.temperature, a.seed, device)
-        t, n_out, hf_tokens = bc.hf_generate(hf_model, prompts, a.hf_output_len, bs,
-                                             a.temperature, a.seed, device)
-        assert n_out == N * a.hf_output_len, f"HF produced {n_out} tokens"
-        hf = dict(wall_time_s=t, num_output_tokens=n_out, output_tokens_per_s=n_out / t,
-                  attn_implementation=hf_model.config._attn_implementation)
-        print(f"== HF generate: {n_out} tokens in {t:.2f} s = {n_out / t:.0f} tok/s", flush=True)
-        del hf_model
-        bc.free_memory(device)
+    hf, hf_tokens = (None, None) if a.skip_hf else _run_hf(a, hf_cfg, checkpoint, dtype, device,
+                                                           prompts, warm_prompts)
     result["hf"] = hf
 
-    opts = {k: v for k, v in dict(
-        block_size=a.block_size, budget=a.budget, max_num_seqs=a.max_num_seqs,
-        max_num_batched_tokens=a.max_num_batched_tokens, max_model_len=a.max_model_len,
-        gpu_memory_utilization=a.gpu_memory_utilization).items() if v is not None}
-    opts.update(enforce_eager=a.enforce_eager, seed=a.seed)
-    if a.cpu_smoke:
-        opts.update(device="cpu", block_size=a.block_size or 16, kv_cache_tokens=4096)
-    if model in SHAPES:
-        opts["load_format"] = "dummy"
+    opts = _engine_options(a, base_opts)
     if device.type == "cuda":
         print(f"== GPU memory before the engine: {torch.cuda.memory_allocated() / 2**30:.2f} GiB "
               f"allocated, {torch.cuda.memory_reserved() / 2**30:.2f} GiB reserved", flush=True)
@@ -182,24 +158,21 @@ def main():
     spec = llm.spec
     item = torch.tensor([], dtype=llm.dtype).element_size()
     kv_per_token = spec.num_layers * spec.num_kv_heads * spec.head_dim * 2 * item
-    weight_bytes, weight_note = bc.decode_weight_bytes(llm.runner.model)
-    mean_ctx = bc.mean_decode_context(P, a.output_len, cfg.budget, cfg.block_size)
-    roof = bc.roofline(copy_bw, weight_bytes, kv_per_token, t_full, stats["num_steps"], t_pf,
-                       stats_pf["num_steps"], N, a.output_len, mean_ctx)
+    weight_bytes, weight_note = roofline.decode_weight_bytes(llm.runner.model)
+    mean_ctx = roofline.mean_decode_context(P, a.output_len, cfg.budget, cfg.block_size)
+    roof = roofline.roofline(copy_bw, weight_bytes, kv_per_token, t_full, stats["num_steps"],
+                             t_pf, stats_pf["num_steps"], N, a.output_len, mean_ctx)
     result["roofline"] = roof
     if hf is not None:
         result["ratio"] = ours["output_tokens_per_s"] / hf["output_tokens_per_s"]
-    if a.json:
-        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.json).write_text(json.dumps(result, indent=2, default=str))
-        print(f"== results written to {a.json}")
+    bc.write_json(a.json, result)
 
     print()
     if roof is None:
         print("decode roofline: not enough decode steps to estimate")
     else:
-        print(bc.describe_roofline(roof, kv_per_token, weight_note, t_full, t_pf,
-                                   stats_pf["num_steps"], N, a.output_len))
+        print(roofline.describe_roofline(roof, kv_per_token, weight_note, t_full, t_pf,
+                                         stats_pf["num_steps"], N, a.output_len))
     if stats["num_preemptions"]:
         print(f"!! {stats['num_preemptions']} preemptions: the decode estimate above is rough")
     print("engine stats (llm.last_stats): " + ", ".join(
@@ -217,7 +190,3 @@ def main():
     if tmp is not None:
         tmp.cleanup()
     return 1 if bad else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

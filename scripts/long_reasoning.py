@@ -1,45 +1,34 @@
 """Long-generation throughput: Compressed PagedAttention vs our own Full-KV engine, one run.
 
-    python scripts/bench_long_reasoning.py                          # qwen3-8b shape, defaults
-    python scripts/bench_long_reasoning.py --kv-cache-tokens 200000 # a smaller KV pool
-    python scripts/bench_long_reasoning.py --cpu-smoke              # tiny random Qwen3, CPU
+    python -m scripts.bench long                            # qwen3-8b shape, defaults
+    python -m scripts.bench long --kv-cache-tokens 200000   # a smaller KV pool
+    python -m scripts.bench long --cpu-smoke                # tiny random Qwen3, CPU
 
 Workload: N random-token prompts (seeded), every request generates exactly `output_len`
 tokens (ignore_eos), sampled at the given temperature; random weights with the model's
-shapes. The same engine code runs twice, Full KV (budget None) then Zipage (budget B, paper
-scoring), same prompts, same pool size; each engine gets an untimed warm-up (Zipage's
-compresses, so Triton compiles outside the timed run). Output tok/s = N x output_len / wall
-time of `generate`. Long reasoning is where Full KV runs out of KV memory: its concurrency
-falls to pool / context while Zipage holds (C + 1) x b tokens per request.
+shapes. The same engine code runs twice, Full KV (budget None) then Zipage (budget B, scored
+with --scoring: by default CompressionConfig.full_score(), what engine=zipage runs), same
+prompts, same pool size; each engine gets an untimed warm-up (Zipage's compresses, so Triton
+compiles outside the timed run). Output tok/s = N x output_len / wall time of `generate`.
+Long reasoning is where Full KV runs out of KV memory: its concurrency falls to
+pool / context while Zipage holds (C + 1) x b tokens per request.
 """
-import argparse
-import json
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import torch  # noqa: E402
-
-import bench_common as bc  # noqa: E402
-from zipage import LLM, SamplingParams  # noqa: E402
-
-PAPER_SCORING = dict(use_global_score=True, use_pooling=True, redundancy="lightning")
+from scripts import bench_common as bc
+from zipage import LLM, SamplingParams
 
 
-def parse_args():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", default="qwen3-8b")
+def add_arguments(p):
+    bc.add_model_arguments(p)
+    bc.add_common_arguments(p)
     p.add_argument("--num-requests", type=int, default=128)
     p.add_argument("--prompt-len", type=int, default=128)
     p.add_argument("--output-len", type=int, default=8192)
     p.add_argument("--budget", type=int, default=2048)
     p.add_argument("--block-size", type=int, default=256)
+    bc.add_scoring_arguments(p)
     p.add_argument("--temperature", type=float, default=0.6)
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--kv-cache-tokens", type=int, default=None,
                    help="KV pool size in tokens for both engines (default: all free GPU memory)")
     p.add_argument("--max-num-seqs", type=int, default=None, help="default: num-requests")
@@ -47,33 +36,21 @@ def parse_args():
                    choices=["full", "zipage"])
     p.add_argument("--async-scheduling", action="store_true",
                    help="both engines schedule step N+1 while step N runs")
-    p.add_argument("--json", metavar="OUT", help="write all results as JSON")
-    p.add_argument("--cpu-smoke", action="store_true",
-                   help="tiny random Qwen3 on the CPU (checks the flow, not speed)")
-    a = p.parse_args()
-    if a.cpu_smoke:
-        a.num_requests, a.prompt_len, a.output_len = 4, 16, 96
-        a.budget, a.block_size, a.kv_cache_tokens = 32, 16, 512
-    return a
 
 
-def engine_options(a, name: str, device: torch.device) -> dict:
-    opts = dict(block_size=a.block_size, max_num_seqs=a.max_num_seqs or a.num_requests,
-                max_model_len=a.prompt_len + a.output_len + a.block_size, seed=a.seed,
+def engine_options(a, name: str, base: dict) -> dict:
+    opts = dict(base, block_size=a.block_size, max_num_seqs=a.max_num_seqs or a.num_requests,
+                max_model_len=a.prompt_len + a.output_len + a.block_size,
                 async_scheduling=a.async_scheduling)
     if a.kv_cache_tokens is not None:
         opts["kv_cache_tokens"] = a.kv_cache_tokens
     if name == "zipage":
-        opts.update(budget=a.budget, **PAPER_SCORING)
-    if device.type == "cpu":
-        opts["device"] = "cpu"
+        opts.update(budget=a.budget, compression=bc.scoring(a))
     return opts
 
 
-def run_engine(a, model: str, name: str, prompts, warm_prompts, device) -> dict:
-    opts = engine_options(a, name, device)
-    if not a.cpu_smoke:
-        opts["load_format"] = "dummy"
+def run_engine(a, model: str, name: str, base: dict, prompts, warm_prompts, device) -> dict:
+    opts = engine_options(a, name, base)
     t0 = time.perf_counter()
     llm = LLM(model, **opts)
     load_s = time.perf_counter() - t0
@@ -105,36 +82,28 @@ def run_engine(a, model: str, name: str, prompts, warm_prompts, device) -> dict:
     return result
 
 
-def main():
-    a = parse_args()
-    device = torch.device("cpu" if a.cpu_smoke or not torch.cuda.is_available() else "cuda")
-    model = a.model
+def main(a) -> int:
     if a.cpu_smoke:
-        import tempfile
-        from bench_throughput import tiny_checkpoint
-        tmp = tempfile.TemporaryDirectory()
-        model = tiny_checkpoint(tmp.name)
-    env = bc.environment(device)
-    print("== environment\n" + "\n".join(f"  {k}: {v}" for k, v in env.items()))
-    workload = {k: getattr(a, k) for k in ("model", "num_requests", "prompt_len", "output_len",
-                                           "budget", "block_size", "temperature", "seed",
-                                           "kv_cache_tokens", "async_scheduling")}
-    print("== workload\n" + "\n".join(f"  {k}: {v}" for k, v in workload.items()), flush=True)
-    vocab = 512 if a.cpu_smoke else 150000
+        a.num_requests, a.prompt_len, a.output_len = 4, 16, 96
+        a.budget, a.block_size, a.kv_cache_tokens = 32, 16, 512
+    device = bc.device_for(a)
+    model, base, tmp = bc.engine_model(a, device)
+    workload = {k: getattr(a, k) for k in (
+        "model", "num_requests", "prompt_len", "output_len", "budget", "block_size", "scoring",
+        "temperature", "seed", "kv_cache_tokens", "async_scheduling", "dtype")}
+    env = bc.print_header(device, workload)
+    vocab = bc.prompt_vocab(model)
     prompts = bc.random_prompts(a.num_requests, a.prompt_len, vocab, a.seed)
     # warm-up prompts longer than the cap: Zipage compresses them right after prefill
     warm_len = min(a.budget + 2 * a.block_size, a.prompt_len + a.output_len)
     warm_prompts = bc.random_prompts(a.num_requests, warm_len, vocab, a.seed + 1)
-    results = [run_engine(a, model, name, prompts, warm_prompts, device) for name in a.engines]
+    results = [run_engine(a, model, name, base, prompts, warm_prompts, device)
+               for name in a.engines]
     by_name = {r["engine"]: r for r in results}
     ratio = None
     if "full" in by_name and "zipage" in by_name:
         ratio = by_name["zipage"]["output_tokens_per_s"] / by_name["full"]["output_tokens_per_s"]
-    if a.json:
-        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.json).write_text(json.dumps(dict(environment=env, workload=workload,
-                                                results=results, ratio=ratio), indent=2,
-                                           default=str))
+    bc.write_json(a.json, dict(environment=env, workload=workload, results=results, ratio=ratio))
     print(f"\n{'engine':<10}{'tok/s':>9}{'wall s':>9}{'mean run':>10}{'max conc':>10}"
           f"{'preempt':>9}{'compress s':>12}{'peak KV/req':>13}")
     for r in results:
@@ -144,8 +113,6 @@ def main():
               f"{s['compression_time_s']:>12.1f}{r['peak_kv_tokens_per_request']:>13}")
     if ratio is not None:
         print(f"ratio zipage / full KV: {ratio:.2f}x")
+    if tmp is not None:
+        tmp.cleanup()
     return 1 if any(r["incomplete"] for r in results) else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
