@@ -19,6 +19,8 @@ import itertools
 import os
 import sys
 
+import submitit
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Overrides that change a compressed run but not its Full-KV baseline (see tasks/evaluate.py):
 # jobs differing only in these share one stage-1 job.
@@ -74,7 +76,6 @@ def plan(overrides: list[str]) -> tuple[list[list[str]], list[list[str]]]:
 
 def executor_for(cfg, folder: str):
     """A submitit executor with the resources of `hydra.launcher` (the plugin's key names)."""
-    import submitit
     from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
     from omegaconf import OmegaConf
     params = OmegaConf.to_container(cfg.hydra.launcher, resolve=True)
@@ -87,12 +88,20 @@ def executor_for(cfg, folder: str):
     return executor, cluster, params.get("additional_parameters") or {}
 
 
+class RunApp(submitit.helpers.Checkpointable):
+    """One job: the Hydra app in a subprocess. A job that reaches its time limit is requeued
+    (up to hydra.launcher.max_num_timeout times) and resumes: finished samples are on disk."""
+
+    def __init__(self, argv: list[str]):
+        self.argv = argv
+
+    def __call__(self) -> str:
+        return submitit.helpers.CommandFunction(self.argv, cwd=ROOT, verbose=True)()
+
+
 def submit(executor, jobs: list[list[str]], app: str) -> list:
-    import submitit
-    commands = [submitit.helpers.CommandFunction([sys.executable, app, RUN_DIR, *job], cwd=ROOT,
-                                                 verbose=True) for job in jobs]
     with executor.batch():
-        return [executor.submit(command) for command in commands]
+        return [executor.submit(RunApp([sys.executable, app, RUN_DIR, *job])) for job in jobs]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,8 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     first = submit(executor, stage1, a.app) if stage1 else []
     if first and cluster == "slurm":
         ids = sorted({job.job_id.split("_")[0] for job in first})
-        executor.update_parameters(slurm_additional_parameters={
-            **extra, "dependency": "afterok:" + ":".join(ids)})
+        executor.update_parameters(slurm_additional_parameters={  # a failed baseline cancels
+            **extra, "dependency": "afterok:" + ":".join(ids), "kill-on-invalid-dep": "yes"})
     elif first:  # no scheduler to hold stage 2 back: wait here
         failed = [job for job in first if job.exception() is not None]
         if failed:

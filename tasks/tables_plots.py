@@ -45,8 +45,10 @@ def budget_plot(plt, runs: pd.DataFrame, setting, task: str, path: Path) -> bool
         label = method_label(full["engine"], full["budget"], full["variant"])
         acc.axhline(full["pass@1"], color="gray", ls="--", label=label)
     spd.axhline(1.0, color="gray", ls="--", label="Full KV")
+    lo, hi = float(budgeted["budget"].min()), float(budgeted["budget"].max())
     for ax, name in ((acc, "pass@1"), (spd, "speedup over Full KV (output tok/s)")):
         ax.set_xscale("log", base=2)
+        ax.set_xlim(lo / 1.5, hi * 1.5)  # set, not inferred: a panel may have no finite point
         ax.set_xlabel("KV budget (tokens)")
         ax.set_ylabel(name)
         ax.legend(fontsize=8)
