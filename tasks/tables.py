@@ -36,7 +36,11 @@ def _read_run(run_dir: Path) -> dict | None:
     path = run_dir / "summary.json"
     if not path.exists():
         return None
-    s = json.loads(path.read_text())
+    try:
+        s = json.loads(path.read_text())
+    except ValueError:  # being rewritten by a running job's scoring: skip it this time
+        print(f"warning: skipped {path} (not valid JSON; still being written?)", file=sys.stderr)
+        return None
     row = {k: v for k, v in s.items() if v is None or isinstance(v, (str, int, float, bool))}
     row["run_dir"] = str(run_dir)  # where it is now (the summary holds where it was scored)
     b = s.get("baseline") or {}

@@ -47,7 +47,8 @@ def markdown(df: pd.DataFrame, tables) -> str:
              "pass@1 ± stderr across problems; mean retained = pass@1 / Full KV's, averaged "
              "over tasks. Throughput: output tok/s (speedup over Full KV, same sweep).", ""]
     for title, acc, tput in tables:
-        lines += [f"## {title}", "", acc.to_markdown(), "", tput.to_markdown(), ""]
+        lines += [f"## {title}", "", acc.to_markdown(disable_numparse=True), "",
+                  tput.to_markdown(disable_numparse=True), ""]
     return "\n".join(lines + footnotes(df)) + "\n"
 
 
