@@ -1,0 +1,90 @@
+"""The hub path (no data_dir: `datasets.load_dataset` at a pinned revision) yields the same
+problems as the local JSONL copy. No hub access here, so each test builds a hub-shaped
+parquet repository from /work/shared/datasets (the hub's column names, taken from the task
+config's `task.hf.columns`; a README `configs:` block for a named subset) and points
+`task.hf.path` at it; the loading code is the one a hub run uses."""
+import json
+import os
+
+import datasets
+import pytest
+
+from conftest import ROOT
+from tasks.base import HFSource
+from tasks.score import task_from_config
+
+DATA = os.environ.get("ZIPAGE_DATA_DIR", os.path.join(ROOT, "..", "shared", "datasets"))
+pytestmark = pytest.mark.skipif(not os.path.isdir(DATA), reason=f"no local datasets at {DATA}")
+
+
+def task_config(name):
+    from hydra import compose, initialize_config_dir
+    from tasks.config import register_configs
+    register_configs()
+    with initialize_config_dir(config_dir=os.path.join(ROOT, "configs"), version_base=None):
+        return compose("config", overrides=[f"task={name}", f"data_dir={DATA}"])
+
+
+def hub_copy(jsonl: str, repo, subset: str | None, split: str, columns: dict) -> str:
+    """A local dataset repository shaped like the hub's: parquet files, hub column names."""
+    import pandas as pd
+    with open(jsonl, encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    to_hub = {ours: hub for hub, ours in columns.items()}
+    frame = pd.DataFrame(rows).rename(columns=to_hub)
+    folder = subset or "data"
+    os.makedirs(repo / folder)
+    frame.to_parquet(repo / folder / f"{split}-00000-of-00001.parquet", index=False)
+    if subset:  # the hub declares named subsets in the dataset card
+        (repo / "README.md").write_text(f"---\nconfigs:\n- config_name: {subset}\n  data_files:\n"
+                                        f"  - split: {split}\n    path: {folder}/{split}-*\n---\n")
+    return str(repo)
+
+
+@pytest.fixture
+def load_calls(tmp_path, monkeypatch):
+    """Every datasets.load_dataset call (path, name, split, revision), cache kept in tmp."""
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf_cache"))
+    calls, real = [], datasets.load_dataset
+
+    def spy(path, name=None, **kw):
+        calls.append((path, name, kw.get("split"), kw.get("revision")))
+        return real(path, name, **kw)
+    monkeypatch.setattr(datasets, "load_dataset", spy)
+    return calls
+
+
+@pytest.mark.parametrize("name", ["amc23", "aime24", "aime25", "math500", "gsm8k"])
+def test_math_hub_path_yields_the_jsonl_problems(name, tmp_path, load_calls):
+    cfg = task_config(name)
+    task, hf = task_from_config(cfg), cfg.task.hf
+    local = task.load(DATA, None, data_file=cfg.task.data_file)
+    repo = hub_copy(os.path.join(DATA, f"{name}.jsonl"), tmp_path / name, hf.name, hf.split,
+                    dict(hf.columns))
+    pinned = HFSource(path=repo, name=hf.name, split=hf.split, revision="0123abcd",
+                      columns=dict(hf.columns))
+    hub = task.load(None, None, hf=pinned)
+    assert load_calls == [(repo, hf.name, hf.split, "0123abcd")]
+    assert len(hub) == len(local) > 0
+    assert hub == local  # ids, prompts, answers and every extra field
+
+
+def test_unpinned_hub_load_is_refused(tmp_path, load_calls):
+    task = task_from_config(task_config("amc23"))
+    with pytest.raises(Exception, match="pinned hub revision"):
+        task.load(None, None, hf=HFSource(path=str(tmp_path), revision=None))
+    assert load_calls == []
+
+
+def test_livecodebench_hub_path_yields_the_jsonl_problems(tmp_path, load_calls):
+    cfg = task_config("livecodebench")
+    task = task_from_config(cfg)
+    local = task.load(DATA, None, data_file=cfg.task.data_file)
+    subset = "release_v6"  # the subset a hub run loads by default
+    repo = hub_copy(os.path.join(DATA, cfg.task.data_file), tmp_path / "lcb", subset, "test", {})
+    hub = task.load(None, None, hf=HFSource(path=repo, revision="0123abcd"))
+    assert load_calls == [(repo, subset, "test", "0123abcd")]
+    assert len(hub) == len(local) > 0
+    assert [p.id for p in hub] == [p.id for p in local]
+    assert [p.meta["lcb"] for p in hub] == [p.meta["lcb"] for p in local]  # tests included
+    assert sum(p.meta["lcb"].num_public for p in hub) > len(hub)
