@@ -18,6 +18,7 @@ import time
 
 import torch
 
+SDPA = torch.nn.functional.scaled_dot_product_attention
 SECTIONS = ("prefill", "decode", "store_kv", "compression", "sampler")
 # (TILE_M, TILE_N, num_warps, num_stages) tried by --prefill-sweep
 SWEEP = [(128, 64, 8, 2), (128, 64, 8, 3), (128, 128, 8, 2), (128, 128, 8, 3),
@@ -40,14 +41,19 @@ def _output(cmd) -> str | None:
 
 
 def environment() -> dict:
+    """Hardware, versions, and the commit of the zipage tree whose kernels are timed (run
+    this script with another tree on PYTHONPATH to time an older commit's kernels)."""
     import triton
+
+    import zipage
     props = torch.cuda.get_device_properties(0)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(zipage.__file__)))
     return dict(gpu=props.name, sms=props.multi_processor_count,
                 capability=f"{props.major}.{props.minor}",
                 driver=_output(["nvidia-smi", "--id=0", "--query-gpu=driver_version",
                                 "--format=csv,noheader"]),
                 torch=torch.__version__, cuda=torch.version.cuda, triton=triton.__version__,
+                zipage=root,
                 commit=_output(["git", "-C", root, "describe", "--always", "--dirty"]))
 
 
@@ -56,10 +62,32 @@ def bench_us(fn) -> float:
     return 1e3 * triton.testing.do_bench(fn, warmup=10, rep=50, return_mode="median")
 
 
-def rel_err(out, ref) -> float:
-    """max |out - ref| / max |ref|."""
-    out, ref = out.float(), ref.float()
-    return ((out - ref).abs().max() / ref.abs().max().clamp_min(1e-12)).item()
+def wall_us(fn) -> float:
+    """One timed call, synchronised (for runs too long or stateful for do_bench)."""
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1e6
+
+
+SCALE = {"TFLOP/s": 1e6, "GB/s": 1e3}  # amount per microsecond -> unit
+
+
+def measure(section, workload, unit, amount, kernel, reference=None, check=True, sdpa=None):
+    """One row: kernel time, amount (FLOP or bytes) per time in `unit`, the reference's time,
+    if check max |kernel - reference| / max |reference|, and sdpa = (amount, fn) if given."""
+    row = dict(section=section, workload=workload, unit=unit, time_us=bench_us(kernel))
+    row["achieved"] = amount / row["time_us"] / SCALE[unit]
+    if reference is not None:
+        row["reference_us"] = bench_us(reference)
+        if check:
+            out, ref = kernel().float(), reference().float()
+            row["rel_err"] = ((out - ref).abs().max() / ref.abs().max()).item()
+    if sdpa is not None:
+        row["sdpa_us"] = bench_us(sdpa[1])
+        row["sdpa_achieved"] = sdpa[0] / row["sdpa_us"] / SCALE[unit]
+    return row
 
 
 def paged_cache(ctx_lens, H_kv, D, bs, dtype=torch.bfloat16, spare=4):
@@ -95,32 +123,26 @@ def prefill_rows(args):
         q = torch.randn(int(cu[-1]), H_q, D, device="cuda", dtype=torch.bfloat16)
         call = (q, k, v, table, cu, ctx, max(q_lens), D ** -0.5)
         flop = 4 * sum(L * (n - L) + L * (L + 1) // 2 for L, n in seqs) * H_q * D
-        row = dict(section="prefill", workload=f"{name}, H {H_q}/{H_kv}", unit="TFLOP/s")
-        row["time_us"] = bench_us(lambda: paged_prefill_attention(*call))
-        row["achieved"] = flop / row["time_us"] / 1e6
-        row["reference_us"] = bench_us(lambda: paged_prefill_attention_reference(*call))
-        row["rel_err"] = rel_err(paged_prefill_attention(*call),
-                                 paged_prefill_attention_reference(*call))
+        sdpa = None
         if len(set(seqs)) == 1 and seqs[0][0] == seqs[0][1]:  # dense SDPA on the same shape
             S, L = len(seqs), seqs[0][0]
             qd = torch.randn(S, H_q, L, D, device="cuda", dtype=torch.bfloat16)
             kd, vd = (torch.randn(S, H_kv, L, D, device="cuda", dtype=torch.bfloat16)
                       for _ in range(2))
-            sdpa = torch.nn.functional.scaled_dot_product_attention
-            row["sdpa_us"] = bench_us(lambda: sdpa(qd, kd, vd, is_causal=True, enable_gqa=True))
-            row["sdpa_achieved"] = flop / row["sdpa_us"] / 1e6
-        yield row
+            sdpa = flop, lambda: SDPA(qd, kd, vd, is_causal=True, enable_gqa=True)
+        yield measure("prefill", f"{name}, H {H_q}/{H_kv}", "TFLOP/s", flop,
+                      lambda: paged_prefill_attention(*call),
+                      lambda: paged_prefill_attention_reference(*call), sdpa=sdpa)
         if args.prefill_sweep and name.startswith("8 x 2048"):
             for tm, tn, warps, stages in SWEEP:
                 config = f"{name}: tile {tm} x {tn}, {warps} warps, {stages} stages"
                 try:
-                    us = bench_us(lambda: paged_prefill_attention(
-                        *call, tile_m=tm, tile_n=tn, num_warps=warps, num_stages=stages))
+                    yield measure("prefill sweep", config, "TFLOP/s", flop,
+                                  lambda: paged_prefill_attention(*call, tile_m=tm, tile_n=tn,
+                                                                  num_warps=warps,
+                                                                  num_stages=stages))
                 except Exception as exc:  # e.g. out of shared memory: try the next one
                     print(f"prefill sweep  {config}: {type(exc).__name__}", flush=True)
-                    continue
-                yield dict(section="prefill sweep", unit="TFLOP/s", time_us=us,
-                           workload=config, achieved=flop / us / 1e6)
 
 
 def decode_rows(args):
@@ -139,21 +161,14 @@ def decode_rows(args):
         ctx = torch.tensor(ctx_list, dtype=torch.int32, device="cuda")
         q = torch.randn(B, H_q, D, device="cuda", dtype=torch.bfloat16)
         call = (q, k, v, table, ctx, D ** -0.5)
-        nbytes = (sum(ctx_list) * 2 * H_kv * D + 2 * B * H_q * D) * 2
-        row = dict(section="decode", workload=name, unit="GB/s")
-        row["time_us"] = bench_us(lambda: paged_decode_attention(*call))
-        row["achieved"] = nbytes / row["time_us"] / 1e3
-        row["reference_us"] = bench_us(lambda: paged_decode_attention_reference(*call))
-        row["rel_err"] = rel_err(paged_decode_attention(*call),
-                                 paged_decode_attention_reference(*call))
         L = round(sum(ctx_list) / B)  # dense SDPA, every row at the mean context
-        qd = q.view(B, H_q, 1, D)
         kd, vd = (torch.randn(B, H_kv, L, D, device="cuda", dtype=torch.bfloat16)
                   for _ in range(2))
-        sdpa = torch.nn.functional.scaled_dot_product_attention
-        row["sdpa_us"] = bench_us(lambda: sdpa(qd, kd, vd, enable_gqa=True))
-        row["sdpa_achieved"] = (B * L * 2 * H_kv * D + 2 * B * H_q * D) * 2 / row["sdpa_us"] / 1e3
-        yield row
+        sdpa = ((B * L * 2 * H_kv * D + 2 * B * H_q * D) * 2,
+                lambda: SDPA(q.view(B, H_q, 1, D), kd, vd, enable_gqa=True))
+        nbytes = (sum(ctx_list) * 2 * H_kv * D + 2 * B * H_q * D) * 2
+        yield measure("decode", name, "GB/s", nbytes, lambda: paged_decode_attention(*call),
+                      lambda: paged_decode_attention_reference(*call), sdpa=sdpa)
 
 
 def store_kv_rows(args):
@@ -166,12 +181,10 @@ def store_kv_rows(args):
         slots = torch.randperm(NB * bs, device="cuda")[:N]
         kc, vc = (torch.zeros(NB, bs, H_kv, D, device="cuda", dtype=torch.bfloat16)
                   for _ in range(2))
-        row = dict(section="store_kv", workload=f"{N} tokens, H_kv {H_kv}, D {D}, b {bs}",
-                   unit="GB/s")
-        row["time_us"] = bench_us(lambda: store_kv(key, value, kc, vc, slots))
-        row["achieved"] = 4 * key.numel() * 2 / row["time_us"] / 1e3  # read + write, K and V
-        row["reference_us"] = bench_us(lambda: store_kv_reference(key, value, kc, vc, slots))
-        yield row
+        yield measure("store_kv", f"{N} tokens, H_kv {H_kv}, D {D}, b {bs}", "GB/s",
+                      4 * key.numel() * 2,  # read and write, K and V
+                      lambda: store_kv(key, value, kc, vc, slots),
+                      lambda: store_kv_reference(key, value, kc, vc, slots), check=False)
 
 
 def compression_batch(L, num_requests=64, tokens=2304, budget=2048, b=256, H_q=32, H_kv=8,
@@ -208,26 +221,17 @@ def compression_rows(args):
         k, v, q, score, batch = compression_batch(L)
         run = lambda prof: compress_batch(k, v, q, score, batch, cfg, 8, profile=prof)  # noqa
         run(False)  # compile
-        walls = []
-        for _ in range(3):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            run(False)
-            torch.cuda.synchronize()
-            walls.append((time.perf_counter() - t0) * 1e6)
+        wall = sorted(wall_us(lambda: run(False)) for _ in range(3))[1]
         stages = run(True)
         del k, v, q, score
         k, v, q, score, batch = compression_batch(2)  # the reference: 2 layers, once
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        compress_batch(k, v, q, score, batch, cfg, 8, ops=REFERENCE_OPS)
-        torch.cuda.synchronize()
-        ref_us = (time.perf_counter() - t0) * 1e6 * L / 2
+        ref_us = wall_us(lambda: compress_batch(k, v, q, score, batch, cfg, 8,
+                                                ops=REFERENCE_OPS)) * L / 2
         del k, v, q, score
-        yield dict(section="compression", unit="ms/layer", time_us=sorted(walls)[1],
+        yield dict(section="compression", unit="ms/layer", time_us=wall, reference_us=ref_us,
                    workload=f"global + pool + {red} redundancy: 64 x 2304 tokens -> 2048, "
-                            f"{L} layers, b 256", achieved=sorted(walls)[1] / L / 1e3,
-                   reference_us=ref_us, stages_ms={n: round(t, 2) for n, t in stages.items()})
+                            f"{L} layers, b 256", achieved=wall / L / 1e3,
+                   stages_ms={n: round(t, 2) for n, t in stages.items()})
 
 
 def sampler_rows(args):
@@ -239,12 +243,9 @@ def sampler_rows(args):
         t[::5] = 0.0
         seeds = torch.randint(0, 2**40, (B,), device="cuda", generator=g)
         pos = torch.randint(0, 32768, (B,), device="cuda", generator=g)
-        row = dict(section="sampler", workload=f"B {B}, V {V}, 1 in 5 rows greedy",
-                   unit="GB/s")
-        row["time_us"] = bench_us(lambda: sample_tokens(logits, t, seeds, pos))
-        row["achieved"] = logits.numel() * 4 / row["time_us"] / 1e3
-        row["reference_us"] = bench_us(lambda: sample_tokens_reference(logits, t, seeds, pos))
-        yield row
+        yield measure("sampler", f"B {B}, V {V}, 1 in 5 rows greedy", "GB/s",
+                      logits.numel() * 4, lambda: sample_tokens(logits, t, seeds, pos),
+                      lambda: sample_tokens_reference(logits, t, seeds, pos), check=False)
 
 
 def print_row(row):

@@ -119,17 +119,19 @@ def test_prefill_gqa_packing(cuda_kernels, G, D, bs):
 
 def test_one_compiled_variant_for_every_step(cuda_kernels):
     """Batch size, table width and split count change from step to step; none may compile a
-    new kernel variant (each one stalls the engine for seconds)."""
+    new kernel variant (each one stalls the engine for seconds). The steps below put the
+    table width and the split count in every specialisation class: 1, % 16 == 0, other."""
     G, H_kv, D, bs = 2, 2, 64, 32  # a configuration no other test compiles
     counts = []
-    for B, width in ((1, 1), (3, 7), (16, 16), (33, 40)):
+    for B, width in ((1, 1), (3, 7), (8, 32), (33, 48)):  # default splits: 1, 4, 16, 8
         ctx_lens = torch.randint(1, width * bs + 1, (B,)).tolist()
         ctx_lens[0] = width * bs
         q, k, v, table, ctx = decode_batch(ctx_lens, G, H_kv, D, bs, BF16, device="cuda")
+        table = table[:, :width].contiguous()  # row stride = width
         paged_decode_attention(q, k, v, table, ctx, D ** -0.5)
         seqs = [(min(n, 50), n) for n in ctx_lens]
         q, k, v, table, cu, ctx, _ = prefill_batch(seqs, G, H_kv, D, bs, BF16, device="cuda")
-        paged_prefill_attention(q, k, v, table, cu, ctx, 50, D ** -0.5)
+        paged_prefill_attention(q, k, v, table[:, :width].contiguous(), cu, ctx, 50, D ** -0.5)
         counts.append((compiled_variants(paged_decode._split_kernel),
                        compiled_variants(paged_prefill._prefill_kernel)))
     assert counts[-1] == counts[0], counts
