@@ -22,7 +22,7 @@ SDPA = torch.nn.functional.scaled_dot_product_attention
 SECTIONS = ("prefill", "decode", "store_kv", "compression", "sampler")
 # (TILE_M, TILE_N, num_warps, num_stages) tried by --prefill-sweep
 SWEEP = [(128, 64, 8, 2), (128, 64, 8, 3), (128, 128, 8, 2), (128, 128, 8, 3),
-         (128, 32, 4, 3), (64, 64, 4, 3), (64, 128, 4, 2), (128, 64, 4, 3)]
+         (128, 32, 8, 3), (64, 64, 4, 3), (64, 128, 4, 2), (256, 64, 16, 3)]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -215,19 +215,25 @@ def compression_batch(L, num_requests=64, tokens=2304, budget=2048, b=256, H_q=3
 
 def compression_rows(args):
     from zipage.compression import REFERENCE_OPS, CompressionConfig, compress_batch
+
+    def timed(layers, cfg, ops=None, repeats=3):
+        """Median wall time of `repeats` calls (after a compiling call when repeated) on
+        fresh caches, and the per-stage times of one more call (ms)."""
+        caches = compression_batch(layers)
+
+        def run(profile=False):
+            return compress_batch(*caches, cfg, 8, profile=profile, ops=ops)
+
+        if repeats > 1:
+            run()
+        wall = sorted(wall_us(run) for _ in range(repeats))[repeats // 2]
+        return wall, run(profile=True) if repeats > 1 else {}
+
     L = 36
     for red in ("none", "lightning", "raw"):
         cfg = CompressionConfig.paper(observation_window=16, redundancy=red)
-        k, v, q, score, batch = compression_batch(L)
-        run = lambda prof: compress_batch(k, v, q, score, batch, cfg, 8, profile=prof)  # noqa
-        run(False)  # compile
-        wall = sorted(wall_us(lambda: run(False)) for _ in range(3))[1]
-        stages = run(True)
-        del k, v, q, score
-        k, v, q, score, batch = compression_batch(2)  # the reference: 2 layers, once
-        ref_us = wall_us(lambda: compress_batch(k, v, q, score, batch, cfg, 8,
-                                                ops=REFERENCE_OPS)) * L / 2
-        del k, v, q, score
+        wall, stages = timed(L, cfg)
+        ref_us = timed(2, cfg, REFERENCE_OPS, repeats=1)[0] * L / 2  # reference: 2 layers
         yield dict(section="compression", unit="ms/layer", time_us=wall, reference_us=ref_us,
                    workload=f"global + pool + {red} redundancy: 64 x 2304 tokens -> 2048, "
                             f"{L} layers, b 256", achieved=wall / L / 1e3,
