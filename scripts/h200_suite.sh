@@ -29,7 +29,7 @@ for s in $steps; do
     long_async) run long_async 540 $bench long $LONG --async-scheduling --json "$OUT/long_async.json" ;;
     compression) run compression 300 $bench compression --json "$OUT/compression.json" ;;
     profile) run profile 300 $bench profile --json "$OUT/profile.json" ;;
-    kernels) run kernels 300 $bench kernels ;;
+    kernels) run kernels 300 $bench kernels --json "$OUT/kernels.json" ;;
     *) echo "unknown step $s"; status[$s]="unknown step" ;;
   esac
 done

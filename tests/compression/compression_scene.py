@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from zipage.compression import CompressionBatch
-from zipage.kernels.compression_common import flat_slots
+from zipage.kernels.block_tables import flat_slots
 
 
 @dataclass
@@ -35,7 +35,8 @@ def _window_pos(n: int, W: int, evicted: int) -> torch.Tensor:
     return pos
 
 
-def make_scene(specs, *, L=2, b=16, C=2, H=2, G=2, D=16, W=8, M=5, dtype=torch.float32):
+def make_scene(specs, *, L=2, b=16, C=2, H=2, G=2, D=16, W=8, M=5, dtype=torch.float32,
+               device="cpu"):
     """specs: list of dicts with keys kind, n (phys_len; default N * b), shared, prefix_of."""
     N = C + 1
     B = len(specs)
@@ -60,27 +61,30 @@ def make_scene(specs, *, L=2, b=16, C=2, H=2, G=2, D=16, W=8, M=5, dtype=torch.f
     for s, src in enumerate(tables):
         table[s, : len(src)] = torch.tensor(src, dtype=torch.int32)
     shape = (L, NB, b, H, D)
-    k = torch.full(shape, float("nan"), dtype=dtype)
-    v = torch.full(shape, float("nan"), dtype=dtype)
-    sc = torch.full((L, NB, b, H), float("nan"))
+    k = torch.full(shape, float("nan"), dtype=dtype, device=device)
+    v = torch.full(shape, float("nan"), dtype=dtype, device=device)
+    sc = torch.full((L, NB, b, H), float("nan"), device=device)
     for s, n in enumerate(lens):
         j = torch.arange(n)
         blk, off = table[s].long()[j // b], j % b
         if "prefix_of" in specs[s]:  # shared blocks already hold the other request's keys
             keep_old = j < specs[s]["shared"] * b
             blk, off = blk[~keep_old], off[~keep_old]
-        k[:, blk, off] = torch.randn(L, len(blk), H, D).to(dtype)
-        v[:, blk, off] = torch.randn(L, len(blk), H, D).to(dtype)
+        blk, off = blk.to(device), off.to(device)
+        k[:, blk, off] = torch.randn(L, len(blk), H, D, device=device).to(dtype)
+        v[:, blk, off] = torch.randn(L, len(blk), H, D, device=device).to(dtype)
         jh = torch.arange(hist[s])
-        sc[:, table[s].long()[jh // b], jh % b] = torch.rand(L, hist[s], H)
-    q = torch.randn(L, M, W, H * G, D).to(dtype)
+        sc[:, table[s].long()[jh // b].to(device), (jh % b).to(device)] = \
+            torch.rand(L, hist[s], H, device=device)
+    q = torch.randn(L, M, W, H * G, D, device=device).to(dtype)
+    i32 = dict(dtype=torch.int32, device=device)
     batch = CompressionBatch(
-        slots=torch.randperm(M)[:B].int(),
-        block_tables=table,
-        target_tables=torch.tensor(targets, dtype=torch.int32),
-        phys_lens=torch.tensor(lens, dtype=torch.int32),
-        window_pos=torch.stack([_window_pos(n, W, s * 3) for s, n in enumerate(lens)]),
-        num_history=torch.tensor(hist, dtype=torch.int32),
+        slots=torch.randperm(M)[:B].to(**i32),
+        block_tables=table.to(device),
+        target_tables=torch.tensor(targets, **i32),
+        phys_lens=torch.tensor(lens, **i32),
+        window_pos=torch.stack([_window_pos(n, W, s * 3) for s, n in enumerate(lens)]).to(device),
+        num_history=torch.tensor(hist, **i32),
         num_keep=C * b)
     batch.check_values(b, W)
     return Scene(k, v, q, sc, batch, b, C)

@@ -3,7 +3,7 @@ import pytest
 import torch
 from compression_scene import MIXED, make_scene
 
-from zipage.kernels.compression_common import gather_positions
+from zipage.kernels.block_tables import gather_positions
 from zipage.kernels.eviction_score import final_score, final_score_reference, select_keep
 
 W = 8

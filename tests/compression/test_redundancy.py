@@ -3,7 +3,7 @@ import pytest
 import torch
 from compression_scene import MIXED, make_scene
 
-from zipage.kernels.compression_common import gather_positions
+from zipage.kernels.block_tables import gather_positions
 from zipage.kernels.key_redundancy import redundancy, redundancy_reference
 
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 from compression_scene import MIXED, make_scene
 
-from zipage.kernels.compression_common import gather_positions
+from zipage.kernels.block_tables import gather_positions
 from zipage.kernels.attention_score import attention_score, attention_score_reference
 
 

@@ -1,9 +1,29 @@
-"""Helpers shared by the kernel tests: poisoned paged caches and a naive dense attention."""
+"""Inputs shared by the kernel tests (interpreter on CPU, compiled on GPU): poisoned paged
+caches, packed prefill and decode batches, sampling rows; a naive dense attention; and the
+fixture of the GPU tests."""
+import pytest
 import torch
 
 
+@pytest.fixture
+def cuda_kernels():
+    """The compiled Triton kernels on CUDA, seeded inputs (tests/gpu skips without CUDA)."""
+    from zipage.kernels._dispatch import HAS_TRITON, INTERPRET
+    if INTERPRET or not HAS_TRITON:  # a GPU test under the interpreter would test nothing new
+        pytest.fail("GPU kernel tests need compiled Triton: unset TRITON_INTERPRET")
+    torch.manual_seed(0)
+    return torch.device("cuda")
+
+
+def compiled_variants(kernel) -> int:
+    """Number of compiled variants of a @triton.jit kernel (all devices)."""
+    caches = getattr(kernel, "device_caches", None)
+    assert caches is not None, "this Triton keeps no JITFunction.device_caches: update the helper"
+    return sum(len(cache[0]) for cache in caches.values())
+
+
 def make_paged(ctx_lens, num_kv_heads, head_dim, block_size, dtype=torch.float32,
-               extra_cols=1, spare_blocks=3):
+               extra_cols=1, spare_blocks=3, device="cpu"):
     """Random paged K/V for sequences of `ctx_lens` keys, everything else poisoned.
 
     Blocks are assigned in random order; slots past each length, unused blocks and the
@@ -14,8 +34,8 @@ def make_paged(ctx_lens, num_kv_heads, head_dim, block_size, dtype=torch.float32
     nblk = [-(-n // block_size) for n in ctx_lens]
     NB = sum(nblk) + spare_blocks
     shape = (NB + 2, block_size, num_kv_heads, head_dim)
-    k_store = torch.full(shape, float("nan"), dtype=dtype)
-    v_store = torch.full(shape, float("nan"), dtype=dtype)
+    k_store = torch.full(shape, float("nan"), dtype=dtype, device=device)
+    v_store = torch.full(shape, float("nan"), dtype=dtype, device=device)
     k_cache, v_cache = k_store[1:-1], v_store[1:-1]  # contiguous views with NaN guards
     perm = torch.randperm(NB).tolist()
     table = torch.full((len(ctx_lens), max(nblk, default=0) + extra_cols), -1, dtype=torch.int32)
@@ -23,14 +43,51 @@ def make_paged(ctx_lens, num_kv_heads, head_dim, block_size, dtype=torch.float32
     for s, n in enumerate(ctx_lens):
         blocks = [perm.pop() for _ in range(nblk[s])]
         table[s, : nblk[s]] = torch.tensor(blocks, dtype=torch.int32)
-        k = torch.randn(n, num_kv_heads, head_dim).to(dtype)
-        v = torch.randn(n, num_kv_heads, head_dim).to(dtype)
+        k = torch.randn(n, num_kv_heads, head_dim, device=device).to(dtype)
+        v = torch.randn(n, num_kv_heads, head_dim, device=device).to(dtype)
         idx = torch.arange(n)
-        slots = table[s].long()[idx // block_size] * block_size + idx % block_size
+        slots = (table[s].long()[idx // block_size] * block_size + idx % block_size).to(device)
         k_cache.view(-1, num_kv_heads, head_dim)[slots] = k
         v_cache.view(-1, num_kv_heads, head_dim)[slots] = v
         dense.append((k, v))
-    return k_cache, v_cache, table, dense
+    return k_cache, v_cache, table.to(device), dense
+
+
+def decode_batch(ctx_lens, group, num_kv_heads, head_dim, block_size, dtype=torch.float32,
+                 device="cpu"):
+    """(q, k_cache, v_cache, block_tables, context_lens) for one query token per request;
+    q is a strided slice of a fused qkv projection, as in the model."""
+    B, H_q = len(ctx_lens), group * num_kv_heads
+    k_cache, v_cache, table, _ = make_paged(ctx_lens, num_kv_heads, head_dim, block_size,
+                                            dtype, extra_cols=2, device=device)
+    ctx = torch.tensor(ctx_lens, dtype=torch.int32, device=device)
+    fused = torch.randn(B, (H_q + 2 * num_kv_heads) * head_dim, device=device).to(dtype)
+    q = fused[:, : H_q * head_dim].view(B, H_q, head_dim)
+    return q, k_cache, v_cache, table, ctx
+
+
+def prefill_batch(seqs, group, num_kv_heads, head_dim, block_size, dtype=torch.float32,
+                  device="cpu"):
+    """Packed prefill inputs for sequences given as (q_len, context_len): returns
+    (q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens, dense K/V per sequence)."""
+    q_lens, ctx_list = zip(*seqs)
+    k_cache, v_cache, table, dense = make_paged(ctx_list, num_kv_heads, head_dim, block_size,
+                                                dtype, device=device)
+    cu = torch.zeros(len(seqs) + 1, dtype=torch.int32)
+    cu[1:] = torch.cumsum(torch.tensor(q_lens), 0)
+    ctx = torch.tensor(ctx_list, dtype=torch.int32, device=device)
+    q = torch.randn(int(cu[-1]), group * num_kv_heads, head_dim, device=device).to(dtype)
+    return q, k_cache, v_cache, table, cu.to(device), ctx, dense
+
+
+def sampling_rows(B, V, dtype=torch.float32, greedy_rows=(), device="cpu"):
+    """(scores, temperature, seeds, positions) for B rows over a vocabulary of V."""
+    scores = (3 * torch.randn(B, V, device=device)).to(dtype)
+    temperature = torch.rand(B, device=device) + 0.2
+    temperature[list(greedy_rows)] = 0.0
+    seeds = torch.randint(0, 2**40, (B,), device=device)
+    positions = torch.randint(0, 40000, (B,), device=device)
+    return scores, temperature, seeds, positions
 
 
 def naive_attention(q, k, v, scale, offset):

@@ -1,6 +1,6 @@
 import pytest
 import torch
-from kernel_testlib import make_paged, naive_attention
+from kernel_testlib import decode_batch, make_paged, naive_attention
 
 from zipage.kernels import paged_decode_attention, paged_decode_attention_reference
 from zipage.kernels.paged_decode import decode_scratch, default_num_splits
@@ -9,7 +9,7 @@ from zipage.kernels.paged_decode import decode_scratch, default_num_splits
 CTX = [0, 1, 15, 16, 17, 45, 70]
 
 
-@pytest.mark.parametrize("bs,G,H_kv,D,splits,block_n,dtype", [
+@pytest.mark.parametrize("bs,G,H_kv,D,splits,tile_n,dtype", [
     (16, 1, 2, 64, 1, 16, torch.float32),
     (16, 2, 2, 64, 3, 16, torch.float32),
     (32, 4, 1, 64, 4, 32, torch.float32),
@@ -19,18 +19,15 @@ CTX = [0, 1, 15, 16, 17, 45, 70]
     (16, 3, 3, 64, 2, 16, torch.float32),   # non-power-of-two group (SmolLM2: 9 q / 3 kv)
     (16, 4, 2, 64, 2, 16, torch.bfloat16),
 ])
-def test_decode_matches_reference(triton_cpu, bs, G, H_kv, D, splits, block_n, dtype):
+def test_decode_matches_reference(triton_cpu, bs, G, H_kv, D, splits, tile_n, dtype):
     H_q, B = G * H_kv, len(CTX)
-    k_cache, v_cache, table, _ = make_paged(CTX, H_kv, D, bs, dtype, extra_cols=2)
-    ctx = torch.tensor(CTX, dtype=torch.int32)
-    # q as a strided slice of a fused projection
-    q = torch.randn(B, (H_q + 2 * H_kv) * D).to(dtype)[:, : H_q * D].view(B, H_q, D)
+    q, k_cache, v_cache, table, ctx = decode_batch(CTX, G, H_kv, D, bs, dtype)
     scale = D ** -0.5
     n_split = splits or default_num_splits(B, H_kv, table.shape[1] * bs, q.device)
     out = torch.full((B, H_q, D), float("nan"), dtype=dtype)  # poison: every row must be written
     scratch = tuple(t.fill_(float("nan")) for t in decode_scratch(B, H_q, D, n_split, q.device))
     res = paged_decode_attention(q, k_cache, v_cache, table, ctx, scale, num_splits=n_split,
-                                 out=out, scratch=scratch, block_n=block_n)
+                                 out=out, scratch=scratch, tile_n=tile_n)
     assert res is out
     ref = paged_decode_attention_reference(q, k_cache, v_cache, table, ctx, scale)
     tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else dict(rtol=1e-4, atol=1e-5)

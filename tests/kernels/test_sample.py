@@ -1,17 +1,9 @@
 """Seeded sampling kernel vs its PyTorch reference, and the sampling law it implements."""
 import pytest
 import torch
+from kernel_testlib import sampling_rows as _inputs
 
 from zipage.kernels.sample import sample_tokens, sample_tokens_reference, uniform_noise
-
-
-def _inputs(B, V, dtype=torch.float32, greedy_rows=()):
-    scores = (3 * torch.randn(B, V)).to(dtype)
-    temperature = torch.rand(B) + 0.2
-    temperature[list(greedy_rows)] = 0.0
-    seeds = torch.randint(0, 2**40, (B,))
-    positions = torch.randint(0, 40000, (B,))
-    return scores, temperature, seeds, positions
 
 
 @pytest.mark.parametrize("B,V,greedy_rows", [

@@ -12,17 +12,17 @@ import torch
 
 from zipage.compression.batch import CompressionBatch
 from zipage.compression.config import CompressionConfig
-from zipage.kernels import compact_kv as _cc
-from zipage.kernels import eviction_score as _cg
-from zipage.kernels import key_redundancy as _cr
-from zipage.kernels import attention_score as _cs
 from zipage.kernels._dispatch import use_triton
+from zipage.kernels.attention_score import attention_score, attention_score_reference
+from zipage.kernels.compact_kv import compact, compact_reference
+from zipage.kernels.eviction_score import final_score, final_score_reference, select_keep
+from zipage.kernels.key_redundancy import redundancy, redundancy_reference
 
-TRITON_OPS = SimpleNamespace(attention_score=_cs.attention_score, redundancy=_cr.redundancy,
-                             final_score=_cg.final_score, compact=_cc.compact)
-REFERENCE_OPS = SimpleNamespace(
-    attention_score=_cs.attention_score_reference, redundancy=_cr.redundancy_reference,
-    final_score=_cg.final_score_reference, compact=_cc.compact_reference)
+TRITON_OPS = SimpleNamespace(attention_score=attention_score, redundancy=redundancy,
+                             final_score=final_score, compact=compact)
+REFERENCE_OPS = SimpleNamespace(attention_score=attention_score_reference,
+                                redundancy=redundancy_reference,
+                                final_score=final_score_reference, compact=compact_reference)
 
 
 class _Timer:
@@ -137,7 +137,7 @@ def compress_batch(k_cache, v_cache, query_cache, score_cache, batch: Compressio
                 F = baseline_scores(batch, cfg, sl.stop - sl.start, H, b, generator)
                 S = None
             with timer("topk"):
-                keep = _cg.select_keep(F, batch.num_keep)
+                keep = select_keep(F, batch.num_keep)
             with timer("compact"):
                 ops.compact(k_cache[sl], v_cache[sl], keep, batch.block_tables,
                             batch.target_tables, batch.phys_lens, S, sc)

@@ -20,7 +20,11 @@ except ImportError:  # keep kernel modules importable (reference path only)
     HAS_TRITON = False
 
     class _TlStub:
-        constexpr = object
+        float32 = bfloat16 = float16 = None
+
+        @staticmethod
+        def constexpr(value=None):
+            return value
 
     class _TritonStub:
         @staticmethod
@@ -43,17 +47,3 @@ def next_pow2(n: int) -> int:
 
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
-
-
-def dot_precision(dtype: torch.dtype) -> str:
-    """tl.dot input precision: exact fp32 when computing in fp32 (tf32 would lose ~1e-3)."""
-    return "ieee" if dtype == torch.float32 else "tf32"
-
-
-def dot_dtype(dtype: torch.dtype):
-    """tl dtype for tl.dot operands: the cache dtype on GPU; fp32 in the interpreter, whose
-    tl.dot multiplies the raw uint16 bits of bf16 operands (wrong results)."""
-    if INTERPRET:
-        return tl.float32
-    return {torch.float32: tl.float32, torch.float16: tl.float16,
-            torch.bfloat16: tl.bfloat16}[dtype]

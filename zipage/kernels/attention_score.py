@@ -8,76 +8,82 @@ the G*W window queries of its group in one tile and makes two passes over the ke
 statistics first (online max / sum), then normalised probabilities reduced over the group
 (max) and the window (mean). Unlike the reference, no (W, n) logits buffer is materialised.
 """
-import math
-
 import torch
 
-from zipage.kernels._dispatch import dot_precision, next_pow2, tl, triton
-from zipage.kernels.compression_common import (UPCAST_DOTS, check_tables, dot_f32,
-                                            gather_positions)
+from zipage.kernels._dispatch import next_pow2, tl, triton
+from zipage.kernels.block_tables import check_tables, gather_positions
+from zipage.kernels.paged_tiles import (LOG2E, dot_args, dot_operand, load_kv_tile,
+                                        online_softmax_step, paged_offsets)
 
-_BLOCK_N = 64  # keys per tile
+_TILE_N = 64  # keys per tile
 
 
 @triton.jit
-def _window_logits(q, k_ptr, tables, s, st_b, l, h, sk_l, sk_nb, sk_b, sk_h, start, n, qpos,
-                   row_ok, scale_log2, D, b: tl.constexpr, BLOCK_N: tl.constexpr,
-                   BLOCK_D: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr):
-    """Masked logits (log2 units) of the window rows against keys start..start+BLOCK_N."""
-    j = start + tl.arange(0, BLOCK_N)
-    d = tl.arange(0, BLOCK_D)
-    j_ok = j < n
-    blk = tl.load(tables + s * st_b + j // b, mask=j_ok, other=0).to(tl.int64)
-    k_off = l * sk_l + blk * sk_nb + (j % b) * sk_b + h * sk_h
-    k = tl.load(k_ptr + k_off[:, None] + d[None, :], mask=j_ok[:, None] & (d[None, :] < D),
-                other=0.0)
-    z = dot_f32(q, tl.trans(k), PRECISION, UPCAST) * scale_log2
-    visible = row_ok[:, None] & j_ok[None, :] & (j[None, :] <= qpos[:, None])
+def _window_logits(q, k_cache_ptr, table_row_ptr, head_offset, stride_k_block, stride_k_slot,
+                   start, n, last_key, qk_scale, BLOCK_SIZE: tl.constexpr,
+                   TILE_N: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
+                   DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr):
+    """Masked logits (log2 units) of the window rows against keys start..start+TILE_N."""
+    keys = start + tl.arange(0, TILE_N)
+    key_ok = keys < n
+    offsets = head_offset + paged_offsets(table_row_ptr, keys, key_ok, stride_k_block,
+                                          stride_k_slot, BLOCK_SIZE)
+    k = dot_operand(load_kv_tile(k_cache_ptr, offsets, key_ok, HEAD_DIM, HEAD_DIM_PAD),
+                    DOT_DTYPE)
+    z = tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * qk_scale
+    visible = key_ok[None, :] & (keys[None, :] <= last_key[:, None])  # padded rows: -1
     return tl.where(visible, z, float("-inf"))
 
 
-# batch size and table width change from step to step: one compiled variant serves all
-@triton.jit(do_not_specialize=["st_b"])
-def _attention_score_kernel(q_ptr, k_ptr, out_ptr, slots, tables, phys_lens, window_pos,
-                            sq_l, sq_m, sq_w, sq_h, sk_l, sk_nb, sk_b, sk_h, so_l, so_b, so_h,
-                            st_b, swp_b, scale_log2, W, D, b: tl.constexpr, G: tl.constexpr,
-                            GP: tl.constexpr, WP: tl.constexpr, BLOCK_N: tl.constexpr,
-                            BLOCK_D: tl.constexpr, PRECISION: tl.constexpr,
-                            UPCAST: tl.constexpr):
-    h = tl.program_id(0)
-    s = tl.program_id(1)
-    l = tl.program_id(2).to(tl.int64)  # int64: layer offsets exceed 2**31 elements
-    n = tl.load(phys_lens + s)
-    slot = tl.load(slots + s).to(tl.int64)
-    rows = tl.arange(0, GP * WP)  # row = g * WP + r: reshapes to (GP, WP, .) for the reductions
-    g, r = rows // WP, rows % WP
-    row_ok = (g < G) & (r < W)
-    qpos = tl.load(window_pos + s * swp_b + r, mask=row_ok, other=-1)
-    d = tl.arange(0, BLOCK_D)
-    q_off = l * sq_l + slot * sq_m + r * sq_w + (h * G + g) * sq_h
-    q = tl.load(q_ptr + q_off[:, None] + d[None, :], mask=row_ok[:, None] & (d[None, :] < D),
-                other=0.0)
+@triton.jit(do_not_specialize=["stride_table_row"])
+def _attention_score_kernel(query_cache_ptr, k_cache_ptr, out_ptr, slots_ptr,
+                            block_tables_ptr, phys_lens_ptr, window_pos_ptr, stride_q_layer,
+                            stride_q_slot, stride_q_window, stride_q_head, stride_k_layer,
+                            stride_k_block, stride_k_slot, stride_k_head, stride_out_layer,
+                            stride_out_req, stride_out_head, stride_table_row,
+                            stride_window_row, qk_scale, window, HEAD_DIM: tl.constexpr,
+                            BLOCK_SIZE: tl.constexpr, GROUP: tl.constexpr,
+                            GROUP_PAD: tl.constexpr, WINDOW_PAD: tl.constexpr,
+                            TILE_N: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
+                            DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr):
+    kv_head = tl.program_id(0)
+    req = tl.program_id(1)
+    layer = tl.program_id(2).to(tl.int64)  # int64: layer offsets exceed 2**31 elements
+    n = tl.load(phys_lens_ptr + req)
+    slot = tl.load(slots_ptr + req).to(tl.int64)
+    # row = g * WINDOW_PAD + r: reshapes to (GROUP_PAD, WINDOW_PAD, .) for the reductions
+    rows = tl.arange(0, GROUP_PAD * WINDOW_PAD)
+    g, r = rows // WINDOW_PAD, rows % WINDOW_PAD
+    row_ok = (g < GROUP) & (r < window)
+    last_key = tl.load(window_pos_ptr + req * stride_window_row + r, mask=row_ok, other=-1)
+    cols = tl.arange(0, HEAD_DIM_PAD)
+    q_off = (layer * stride_q_layer + slot * stride_q_slot + r * stride_q_window
+             + (kv_head * GROUP + g) * stride_q_head)
+    q = tl.load(query_cache_ptr + q_off[:, None] + cols[None, :],
+                mask=row_ok[:, None] & (cols[None, :] < HEAD_DIM), other=0.0)
+    q = dot_operand(q, DOT_DTYPE)
+    table_row = block_tables_ptr + req * stride_table_row
+    head_offset = layer * stride_k_layer + kv_head * stride_k_head
     # pass 1: softmax statistics; finite initial max keeps padded (all -inf) rows NaN-free
-    m_i = tl.full([GP * WP], -1e30, tl.float32)
-    l_i = tl.zeros([GP * WP], tl.float32)
-    for start in range(0, n, BLOCK_N):
-        z = _window_logits(q, k_ptr, tables, s, st_b, l, h, sk_l, sk_nb, sk_b, sk_h, start, n,
-                           qpos, row_ok, scale_log2, D, b, BLOCK_N, BLOCK_D, PRECISION,
-                           UPCAST)
-        m_new = tl.maximum(m_i, tl.max(z, 1))
-        l_i = l_i * tl.exp2(m_i - m_new) + tl.sum(tl.exp2(z - m_new[:, None]), 1)
-        m_i = m_new
+    m_i = tl.full([GROUP_PAD * WINDOW_PAD], -1e30, tl.float32)
+    l_i = tl.zeros([GROUP_PAD * WINDOW_PAD], tl.float32)
+    for start in range(0, n, TILE_N):
+        z = _window_logits(q, k_cache_ptr, table_row, head_offset, stride_k_block,
+                           stride_k_slot, start, n, last_key, qk_scale, BLOCK_SIZE, TILE_N,
+                           HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC)
+        m_i, l_i, _, _ = online_softmax_step(m_i, l_i, z)
     inv_l = 1.0 / tl.where(l_i > 0, l_i, 1.0)  # padded rows: l_i = 0 and p = 0 anyway
     # pass 2: probabilities, max over the group, mean over the window
-    out_base = out_ptr + l * so_l + s * so_b + h * so_h
-    for start in range(0, n, BLOCK_N):
-        z = _window_logits(q, k_ptr, tables, s, st_b, l, h, sk_l, sk_nb, sk_b, sk_h, start, n,
-                           qpos, row_ok, scale_log2, D, b, BLOCK_N, BLOCK_D, PRECISION,
-                           UPCAST)
+    out_row = (out_ptr + layer * stride_out_layer + req * stride_out_req
+               + kv_head * stride_out_head)
+    for start in range(0, n, TILE_N):
+        z = _window_logits(q, k_cache_ptr, table_row, head_offset, stride_k_block,
+                           stride_k_slot, start, n, last_key, qk_scale, BLOCK_SIZE, TILE_N,
+                           HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC)
         p = tl.exp2(z - m_i[:, None]) * inv_l[:, None]
-        a = tl.sum(tl.max(tl.reshape(p, (GP, WP, BLOCK_N)), 0), 0) / W
-        j = start + tl.arange(0, BLOCK_N)
-        tl.store(out_base + j, a, mask=j < n)
+        a = tl.sum(tl.max(tl.reshape(p, (GROUP_PAD, WINDOW_PAD, TILE_N)), 0), 0) / window
+        keys = start + tl.arange(0, TILE_N)
+        tl.store(out_row + keys, a, mask=keys < n)
 
 
 def attention_score(k_cache, query_cache, slots, block_tables, phys_lens, window_pos):
@@ -99,14 +105,14 @@ def attention_score(k_cache, query_cache, slots, block_tables, phys_lens, window
     B, n_max = block_tables.shape
     out = torch.zeros(L, B, H, n_max * b, dtype=torch.float32, device=k_cache.device)
     G = Hq // H
-    GP, WP = next_pow2(G), next_pow2(W)
-    WP = max(WP, 16 // GP)  # tl.dot needs >= 16 rows
+    group_pad, window_pad = next_pow2(G), next_pow2(W)
+    window_pad = max(window_pad, 16 // group_pad)  # tl.dot needs >= 16 rows
     _attention_score_kernel[(H, B, L)](
         query_cache, k_cache, out, slots, block_tables, phys_lens, window_pos,
         *query_cache.stride()[:4], *k_cache.stride()[:4], *out.stride()[:3],
-        block_tables.stride(0), window_pos.stride(0), D ** -0.5 * math.log2(math.e), W, D,
-        b=b, G=G, GP=GP, WP=WP, BLOCK_N=_BLOCK_N, BLOCK_D=max(16, next_pow2(D)),
-        PRECISION=dot_precision(k_cache.dtype), UPCAST=UPCAST_DOTS, num_warps=4)
+        block_tables.stride(0), window_pos.stride(0), D ** -0.5 * LOG2E, W, HEAD_DIM=D,
+        BLOCK_SIZE=b, GROUP=G, GROUP_PAD=group_pad, WINDOW_PAD=window_pad, TILE_N=_TILE_N,
+        HEAD_DIM_PAD=max(16, next_pow2(D)), **dot_args(k_cache.dtype), num_warps=4)
     return out
 
 

@@ -2,7 +2,7 @@
 
 For each (layer, request, KV head) the kept slots j (in increasing order) move to target
 positions p = 0, 1, ... (block target[p // b], offset p % b). One program per
-(KV head, request, layer) walks the sequence in chunks of BLOCK_J slots: it loads the chunk's
+(KV head, request, layer) walks the sequence in chunks of TILE slots: it loads the chunk's
 keep flags, gets each destination from an exclusive prefix sum (tl.cumsum), loads the kept
 rows, then stores them. Unlike the reference's serial slot-by-slot copy, a chunk moves at once.
 
@@ -15,50 +15,57 @@ the loads from the stores (and the launch disables async prefetching across it).
 import torch
 
 from zipage.kernels._dispatch import next_pow2, tl, triton
-from zipage.kernels.compression_common import check_tables, flat_slots
+from zipage.kernels.block_tables import check_tables, flat_slots
+from zipage.kernels.paged_tiles import paged_offsets
 
-_BLOCK_J = 64  # slots per chunk
+_TILE = 64  # slots per chunk
 
 
-# batch size and table width change from step to step: one compiled variant serves all
-@triton.jit(do_not_specialize=["st_b"])
-def _compact_kernel(k_ptr, v_ptr, keep_ptr, s_ptr, sc_ptr, tables, targets, phys_lens,
-                    sk_l, sk_nb, sk_b, sk_h, skp_l, skp_b, skp_h, ssc_l, ssc_nb, ssc_b, ssc_h,
-                    st_b, stt_b, D, b: tl.constexpr, SCORE: tl.constexpr,
-                    BLOCK_J: tl.constexpr, BLOCK_D: tl.constexpr):
-    h = tl.program_id(0)
-    s = tl.program_id(1)
-    l = tl.program_id(2).to(tl.int64)
-    n = tl.load(phys_lens + s)
-    d = tl.arange(0, BLOCK_D)
-    d_ok = d[None, :] < D
-    kv_base = l * sk_l + h * sk_h
-    row = l * skp_l + s * skp_b + h * skp_h  # keep flags and score S share this layout
+@triton.jit(do_not_specialize=["stride_table_row"])
+def _compact_kernel(k_cache_ptr, v_cache_ptr, keep_ptr, score_ptr, score_cache_ptr,
+                    block_tables_ptr, target_tables_ptr, phys_lens_ptr, stride_k_layer,
+                    stride_k_block, stride_k_slot, stride_k_head, stride_keep_layer,
+                    stride_keep_req, stride_keep_head, stride_score_layer, stride_score_block,
+                    stride_score_slot, stride_score_head, stride_table_row, stride_target_row,
+                    HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr, SCORE: tl.constexpr,
+                    TILE: tl.constexpr, HEAD_DIM_PAD: tl.constexpr):
+    kv_head = tl.program_id(0)
+    req = tl.program_id(1)
+    layer = tl.program_id(2).to(tl.int64)
+    n = tl.load(phys_lens_ptr + req)
+    cols = tl.arange(0, HEAD_DIM_PAD)
+    col_ok = cols[None, :] < HEAD_DIM
+    kv_head_offset = layer * stride_k_layer + kv_head * stride_k_head
+    score_head_offset = layer * stride_score_layer + kv_head * stride_score_head
+    table_row = block_tables_ptr + req * stride_table_row
+    target_row = target_tables_ptr + req * stride_target_row
+    # keep flags and the score S share this layout
+    row = layer * stride_keep_layer + req * stride_keep_req + kv_head * stride_keep_head
     done = n * 0  # kept slots seen so far = next target position (int32 scalar)
-    for start in range(0, n, BLOCK_J):
-        j = start + tl.arange(0, BLOCK_J)
+    for start in range(0, n, TILE):
+        j = start + tl.arange(0, TILE)
         j_ok = j < n
         flag = tl.load(keep_ptr + row + j, mask=j_ok, other=0).to(tl.int32)
         p = done + tl.cumsum(flag, 0) - flag  # exclusive prefix sum
         done += tl.sum(flag, 0)
         kept = j_ok & (flag != 0)
-        src_blk = tl.load(tables + s * st_b + j // b, mask=j_ok, other=0).to(tl.int64)
-        dst_blk = tl.load(targets + s * stt_b + p // b, mask=kept, other=0).to(tl.int64)
-        src = src_blk * b + j % b
-        dst = dst_blk * b + p % b
+        src = kv_head_offset + paged_offsets(table_row, j, j_ok, stride_k_block,
+                                             stride_k_slot, BLOCK_SIZE)
+        dst = kv_head_offset + paged_offsets(target_row, p, kept, stride_k_block,
+                                             stride_k_slot, BLOCK_SIZE)
         moved = kept & (src != dst)  # a kept slot already in place needs no copy
-        src_off = kv_base + src_blk * sk_nb + (j % b) * sk_b
-        dst_off = kv_base + dst_blk * sk_nb + (p % b) * sk_b
-        m2 = moved[:, None] & d_ok
-        k = tl.load(k_ptr + src_off[:, None] + d[None, :], mask=m2)
-        v = tl.load(v_ptr + src_off[:, None] + d[None, :], mask=m2)
+        mask = moved[:, None] & col_ok
+        k = tl.load(k_cache_ptr + src[:, None] + cols[None, :], mask=mask)
+        v = tl.load(v_cache_ptr + src[:, None] + cols[None, :], mask=mask)
         tl.debug_barrier()  # every load of the chunk lands before any store may overwrite it
-        tl.store(k_ptr + dst_off[:, None] + d[None, :], k, mask=m2)
-        tl.store(v_ptr + dst_off[:, None] + d[None, :], v, mask=m2)
+        tl.store(k_cache_ptr + dst[:, None] + cols[None, :], k, mask=mask)
+        tl.store(v_cache_ptr + dst[:, None] + cols[None, :], v, mask=mask)
         if SCORE:
-            score = tl.load(s_ptr + row + j, mask=kept)
-            sc_off = l * ssc_l + dst_blk * ssc_nb + (p % b) * ssc_b + h * ssc_h
-            tl.store(sc_ptr + sc_off, score.to(sc_ptr.dtype.element_ty), mask=kept)
+            score = tl.load(score_ptr + row + j, mask=kept)
+            dst_score = score_head_offset + paged_offsets(
+                target_row, p, kept, stride_score_block, stride_score_slot, BLOCK_SIZE)
+            tl.store(score_cache_ptr + dst_score,
+                     score.to(score_cache_ptr.dtype.element_ty), mask=kept)
 
 
 def compact(k_cache, v_cache, keep, block_tables, target_tables, phys_lens, score=None,
@@ -87,8 +94,8 @@ def compact(k_cache, v_cache, keep, block_tables, target_tables, phys_lens, scor
         k_cache, v_cache, keep, score if with_score else keep,
         score_cache if with_score else keep, block_tables, target_tables, phys_lens,
         *k_cache.stride()[:4], *keep.stride()[:3], *ssc, block_tables.stride(0),
-        target_tables.stride(0), D, b=b, SCORE=with_score, BLOCK_J=_BLOCK_J,
-        BLOCK_D=next_pow2(D), num_warps=4, num_stages=1)  # no async prefetch past the barrier
+        target_tables.stride(0), HEAD_DIM=D, BLOCK_SIZE=b, SCORE=with_score, TILE=_TILE,
+        HEAD_DIM_PAD=next_pow2(D), num_warps=4, num_stages=1)  # no prefetch past the barrier
 
 
 def compact_reference(k_cache, v_cache, keep, block_tables, target_tables, phys_lens,

@@ -16,52 +16,60 @@ import torch
 import torch.nn.functional as F_
 
 from zipage.kernels._dispatch import tl, triton
-from zipage.kernels.compression_common import check_tables, gather_positions
+from zipage.kernels.block_tables import check_tables, gather_positions
+from zipage.kernels.paged_tiles import paged_offsets
 
-_BLOCK = 256
+_TILE = 256
 
 
 @triton.jit
-def _global_at(a_row, sc_ptr, tables, s, st_b, sc_base, ssc_nb, ssc_b, jj, n, n_hist, decay,
-               b: tl.constexpr, GLOBAL: tl.constexpr):
-    """S at positions jj (any int vector); returns (S, valid)."""
-    ok = (jj >= 0) & (jj < n)
-    a = tl.load(a_row + jj, mask=ok, other=0.0)
+def _global_at(a_row_ptr, score_cache_ptr, table_row_ptr, score_head_offset,
+               stride_score_block, stride_score_slot, pos, n, num_hist, decay,
+               BLOCK_SIZE: tl.constexpr, GLOBAL: tl.constexpr):
+    """S at positions pos (any int vector); returns (S, valid)."""
+    ok = (pos >= 0) & (pos < n)
+    a = tl.load(a_row_ptr + pos, mask=ok, other=0.0)
     if GLOBAL:
-        hist = ok & (jj < n_hist)
-        blk = tl.load(tables + s * st_b + jj // b, mask=hist, other=0).to(tl.int64)
-        sc = tl.load(sc_ptr + sc_base + blk * ssc_nb + (jj % b) * ssc_b, mask=hist, other=0.0)
+        hist = ok & (pos < num_hist)
+        offsets = score_head_offset + paged_offsets(table_row_ptr, pos, hist,
+                                                    stride_score_block, stride_score_slot,
+                                                    BLOCK_SIZE)
+        sc = tl.load(score_cache_ptr + offsets, mask=hist, other=0.0)
         a = tl.where(hist, tl.maximum(a, decay * sc.to(tl.float32)), a)
     return a, ok
 
 
-# batch size and table width change from step to step: one compiled variant serves all
-@triton.jit(do_not_specialize=["st_b"])
-def _final_score_kernel(a_ptr, rho_ptr, sc_ptr, f_ptr, s_ptr, tables, phys_lens, num_history,
-                        sa_l, sa_b, sa_h, ssc_l, ssc_nb, ssc_b, ssc_h, st_b, N, W, num_sink,
-                        decay, red_weight, inv_temp, b: tl.constexpr, GLOBAL: tl.constexpr,
-                        HALF: tl.constexpr, POOL_EVERY: tl.constexpr,
-                        REDUNDANCY: tl.constexpr, BLOCK: tl.constexpr):
-    h = tl.program_id(0)
-    s = tl.program_id(1)
-    l = tl.program_id(2).to(tl.int64)
-    n = tl.load(phys_lens + s)
-    n_hist = tl.load(num_history + s)
-    row = l * sa_l + s * sa_b + h * sa_h  # A, rho, F, S share one contiguous layout
-    sc_base = l * ssc_l + h * ssc_h
+@triton.jit(do_not_specialize=["stride_table_row", "num_cols"])
+def _final_score_kernel(a_ptr, rho_ptr, score_cache_ptr, f_ptr, s_ptr, block_tables_ptr,
+                        phys_lens_ptr, num_history_ptr, stride_a_layer, stride_a_req,
+                        stride_a_head, stride_score_layer, stride_score_block,
+                        stride_score_slot, stride_score_head, stride_table_row, num_cols,
+                        window, num_sink, decay, red_weight, inv_temp,
+                        BLOCK_SIZE: tl.constexpr, GLOBAL: tl.constexpr, HALF: tl.constexpr,
+                        POOL_EVERY: tl.constexpr, REDUNDANCY: tl.constexpr,
+                        TILE: tl.constexpr):
+    kv_head = tl.program_id(0)
+    req = tl.program_id(1)
+    layer = tl.program_id(2).to(tl.int64)
+    n = tl.load(phys_lens_ptr + req)
+    num_hist = tl.load(num_history_ptr + req)
+    # A, rho, F, S share one contiguous layout
+    row = layer * stride_a_layer + req * stride_a_req + kv_head * stride_a_head
+    score_head_offset = layer * stride_score_layer + kv_head * stride_score_head
+    table_row = block_tables_ptr + req * stride_table_row
     if POOL_EVERY:
-        pool = n_hist >= 0
+        pool = num_hist >= 0
     else:  # default: pool only at a request's first compression
-        pool = n_hist == 0
-    cols = tl.arange(0, BLOCK)
+        pool = num_hist == 0
+    cols = tl.arange(0, TILE)
     if REDUNDANCY != 0:  # softmax statistics of rho / (T * norm), per lane then combined
         if REDUNDANCY == 1:
             scale = inv_temp / n.to(tl.float32)  # raw: normalise by the valid length
         else:
-            scale = inv_temp / b  # lightning: by the block size
-        m_v = tl.full([BLOCK], -1e30, tl.float32)
-        l_v = tl.zeros([BLOCK], tl.float32)
-        for start in range(0, n, BLOCK):
+            scale = inv_temp / BLOCK_SIZE  # lightning: by the block size
+        m_v = tl.full([TILE], -1e30, tl.float32)
+        l_v = tl.zeros([TILE], tl.float32)
+        for start in range(0, n, TILE):
             j = start + cols
             x = tl.load(rho_ptr + row + j, mask=j < n, other=float("-inf")) * scale
             m_new = tl.maximum(m_v, x)
@@ -69,25 +77,28 @@ def _final_score_kernel(a_ptr, rho_ptr, sc_ptr, f_ptr, s_ptr, tables, phys_lens,
             m_v = m_new
         m_i = tl.max(m_v, 0)
         l_i = tl.sum(l_v * tl.exp(m_v - m_i), 0)
-    for start in range(0, N, BLOCK):
+    for start in range(0, num_cols, TILE):
         j = start + cols
-        s0, ok = _global_at(a_ptr + row, sc_ptr, tables, s, st_b, sc_base, ssc_nb, ssc_b, j,
-                            n, n_hist, decay, b, GLOBAL)
+        s0, ok = _global_at(a_ptr + row, score_cache_ptr, table_row, score_head_offset,
+                            stride_score_block, stride_score_slot, j, n, num_hist, decay,
+                            BLOCK_SIZE, GLOBAL)
         pooled = tl.where(ok, s0, float("-inf"))
         for t in tl.static_range(2 * HALF + 1):  # neighbours recomputed: no cross-tile halo
             if t != HALF:
-                st, ok_t = _global_at(a_ptr + row, sc_ptr, tables, s, st_b, sc_base, ssc_nb,
-                                      ssc_b, j + (t - HALF), n, n_hist, decay, b, GLOBAL)
+                st, ok_t = _global_at(a_ptr + row, score_cache_ptr, table_row,
+                                      score_head_offset, stride_score_block,
+                                      stride_score_slot, j + (t - HALF), n, num_hist, decay,
+                                      BLOCK_SIZE, GLOBAL)
                 pooled = tl.maximum(pooled, tl.where(ok_t, st, float("-inf")))
         f = tl.where(pool, pooled, s0)
         if REDUNDANCY != 0:
             x = tl.load(rho_ptr + row + j, mask=ok, other=0.0) * scale
             f = (1.0 - red_weight) * f - red_weight * (tl.exp(x - m_i) / l_i)
-        f = tl.where((j < num_sink) | (j >= n - W), float("inf"), f)
+        f = tl.where((j < num_sink) | (j >= n - window), float("inf"), f)
         f = tl.where(ok, f, float("-inf"))
-        tl.store(f_ptr + row + j, f, mask=j < N)
+        tl.store(f_ptr + row + j, f, mask=j < num_cols)
         if GLOBAL:
-            tl.store(s_ptr + row + j, tl.where(ok, s0, 0.0), mask=j < N)
+            tl.store(s_ptr + row + j, tl.where(ok, s0, 0.0), mask=j < num_cols)
 
 
 def final_score(A, rho, score_cache, block_tables, phys_lens, num_history, *, window: int,
@@ -117,10 +128,10 @@ def final_score(A, rho, score_cache, block_tables, phys_lens, num_history, *, wi
     ssc = score_cache.stride() if glob else (0, 0, 0, 0)
     _final_score_kernel[(H, B, L)](
         A, rho if red else A, sc, F, S if glob else F, block_tables, phys_lens, num_history,
-        *A.stride()[:3], ssc[0], ssc[1], ssc[2], ssc[3], block_tables.stride(0), N, window,
-        num_sink, float(decay), float(redundancy_weight), 1.0 / temperature, b=b, GLOBAL=glob,
+        *A.stride()[:3], *ssc, block_tables.stride(0), N, window, num_sink, float(decay),
+        float(redundancy_weight), 1.0 / temperature, BLOCK_SIZE=b, GLOBAL=glob,
         HALF=pooling_kernel_size // 2, POOL_EVERY=bool(pool_every_compression),
-        REDUNDANCY=red, BLOCK=_BLOCK, num_warps=4)
+        REDUNDANCY=red, TILE=_TILE, num_warps=4)
     return F, S
 
 

@@ -14,57 +14,60 @@ contributions are added with atomics into a zeroed rho: row sums to j, the exemp
 """
 import torch
 
-from zipage.kernels._dispatch import cdiv, dot_precision, next_pow2, tl, triton
-from zipage.kernels.compression_common import (UPCAST_DOTS, check_tables, dot_f32,
-                                            gather_positions, round_like)
+from zipage.kernels._dispatch import cdiv, next_pow2, tl, triton
+from zipage.kernels.block_tables import check_tables, gather_positions
+from zipage.kernels.paged_tiles import dot_args, dot_operand, load_kv_tile, paged_offsets
 
-_BLOCK = 64  # rows / columns per tile
+_TILE = 64  # rows / columns per tile
 
 
 @triton.jit
-def _unit_keys(k_ptr, tables, s, st_b, base, sk_nb, sk_b, pos, ok, D, b: tl.constexpr,
-               BLOCK_D: tl.constexpr, UPCAST: tl.constexpr):
+def _unit_keys(k_cache_ptr, table_row_ptr, head_offset, stride_k_block, stride_k_slot, pos,
+               ok, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr,
+               HEAD_DIM_PAD: tl.constexpr, DOT_DTYPE: tl.constexpr):
     """Unit-norm keys of positions pos (fp32 norm, result rounded to the cache dtype)."""
-    d = tl.arange(0, BLOCK_D)
-    blk = tl.load(tables + s * st_b + pos // b, mask=ok, other=0).to(tl.int64)
-    off = base + blk * sk_nb + (pos % b) * sk_b
-    k = tl.load(k_ptr + off[:, None] + d[None, :], mask=ok[:, None] & (d[None, :] < D),
-                other=0.0).to(tl.float32)
+    offsets = head_offset + paged_offsets(table_row_ptr, pos, ok, stride_k_block,
+                                          stride_k_slot, BLOCK_SIZE)
+    k = load_kv_tile(k_cache_ptr, offsets, ok, HEAD_DIM, HEAD_DIM_PAD).to(tl.float32)
     norm = tl.maximum(tl.sqrt(tl.sum(k * k, 1)), 1e-6)
-    return round_like(k / norm[:, None], k_ptr, UPCAST)
+    return dot_operand(k / norm[:, None], DOT_DTYPE)
 
 
-# batch size and table width change from step to step: one compiled variant serves all
-@triton.jit(do_not_specialize=["B", "st_b"])
-def _redundancy_kernel(k_ptr, rho_ptr, tables, phys_lens, B, sk_l, sk_nb, sk_b, sk_h,
-                       sr_l, sr_b, sr_h, st_b, D, tau, b: tl.constexpr, LIGHTNING: tl.constexpr,
-                       BLOCK: tl.constexpr, BLOCK_D: tl.constexpr, PRECISION: tl.constexpr,
-                       UPCAST: tl.constexpr):
-    h = tl.program_id(1)
-    s = tl.program_id(2) % B
-    l = (tl.program_id(2) // B).to(tl.int64)
-    n = tl.load(phys_lens + s)
-    j = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+@triton.jit(do_not_specialize=["batch", "stride_table_row"])
+def _redundancy_kernel(k_cache_ptr, rho_ptr, block_tables_ptr, phys_lens_ptr, batch,
+                       stride_k_layer, stride_k_block, stride_k_slot, stride_k_head,
+                       stride_rho_layer, stride_rho_req, stride_rho_head, stride_table_row,
+                       tau, HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+                       LIGHTNING: tl.constexpr, TILE: tl.constexpr,
+                       HEAD_DIM_PAD: tl.constexpr, DOT_DTYPE: tl.constexpr,
+                       DOT_PREC: tl.constexpr):
+    col_tile = tl.program_id(0)
+    kv_head = tl.program_id(1)
+    req = tl.program_id(2) % batch
+    layer = (tl.program_id(2) // batch).to(tl.int64)
+    n = tl.load(phys_lens_ptr + req)
+    j = col_tile * TILE + tl.arange(0, TILE)
     j_ok = j < n
-    base = l * sk_l + h * sk_h
-    u_j = _unit_keys(k_ptr, tables, s, st_b, base, sk_nb, sk_b, j, j_ok, D, b, BLOCK_D,
-                     UPCAST)
-    if LIGHTNING:  # a column tile never straddles a block (BLOCK divides b)
-        i_lo = (tl.program_id(0) * BLOCK // b) * b
-        i_hi = tl.minimum(i_lo + b, n)
+    table_row = block_tables_ptr + req * stride_table_row
+    head_offset = layer * stride_k_layer + kv_head * stride_k_head
+    u_j = _unit_keys(k_cache_ptr, table_row, head_offset, stride_k_block, stride_k_slot, j,
+                     j_ok, BLOCK_SIZE, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE)
+    if LIGHTNING:  # a column tile never straddles a block (TILE divides BLOCK_SIZE)
+        i_lo = (col_tile * TILE // BLOCK_SIZE) * BLOCK_SIZE
+        i_hi = tl.minimum(i_lo + BLOCK_SIZE, n)
     else:
         i_lo = 0
         i_hi = n
-    i_hi = tl.where(tl.program_id(0) * BLOCK < n, i_hi, i_lo)  # padding tile: empty loop
-    col_sum = tl.zeros([BLOCK], tl.float32)
-    partner = tl.full([BLOCK], -1, tl.int32)  # l(j), -1 = none
-    partner_c = tl.zeros([BLOCK], tl.float32)  # c(l(j), j)
-    for i0 in range(i_lo, i_hi, BLOCK):
-        i = i0 + tl.arange(0, BLOCK)
+    i_hi = tl.where(col_tile * TILE < n, i_hi, i_lo)  # padding tile: empty loop
+    col_sum = tl.zeros([TILE], tl.float32)
+    partner = tl.full([TILE], -1, tl.int32)  # l(j), -1 = none
+    partner_c = tl.zeros([TILE], tl.float32)  # c(l(j), j)
+    for i0 in range(i_lo, i_hi, TILE):
+        i = i0 + tl.arange(0, TILE)
         i_ok = i < i_hi
-        u_i = _unit_keys(k_ptr, tables, s, st_b, base, sk_nb, sk_b, i, i_ok, D, b,
-                         BLOCK_D, UPCAST)
-        c = dot_f32(u_i, tl.trans(u_j), PRECISION, UPCAST)  # (rows i, columns j)
+        u_i = _unit_keys(k_cache_ptr, table_row, head_offset, stride_k_block, stride_k_slot,
+                         i, i_ok, BLOCK_SIZE, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE)
+        c = tl.dot(u_i, tl.trans(u_j), input_precision=DOT_PREC)  # (rows i, columns j)
         pair = i_ok[:, None] & j_ok[None, :] & (i[:, None] != j[None, :])
         c = tl.where(pair, c, 0.0)
         col_sum += tl.sum(c, 0)
@@ -74,7 +77,7 @@ def _redundancy_kernel(k_ptr, rho_ptr, tables, phys_lens, B, sk_l, sk_nb, sk_b, 
         hit = tile_max >= 0
         partner = tl.where(hit, tile_max, partner)
         partner_c = tl.where(hit, tile_c, partner_c)
-    rho = rho_ptr + l * sr_l + s * sr_b + h * sr_h
+    rho = rho_ptr + layer * stride_rho_layer + req * stride_rho_req + kv_head * stride_rho_head
     tl.atomic_add(rho + j, col_sum, mask=j_ok)
     tl.atomic_add(rho + partner, -partner_c, mask=j_ok & (partner >= 0))
 
@@ -92,17 +95,17 @@ def redundancy(k_cache, block_tables, phys_lens, lightning: bool, threshold: flo
     check_tables(block_tables, phys_lens)
     assert k_cache.stride(-1) == 1
     B, n_max = block_tables.shape
-    block = _BLOCK
+    tile = _TILE
     if lightning:
-        block = min(_BLOCK, b & -b)  # largest power of two dividing b, capped
-        assert block >= 16, "lightning redundancy needs a block size divisible by 16"
+        tile = min(_TILE, b & -b)  # largest power of two dividing b, capped
+        assert tile >= 16, "lightning redundancy needs a block size divisible by 16"
     rho = torch.zeros(L, B, H, n_max * b, dtype=torch.float32, device=k_cache.device)
-    grid = (cdiv(n_max * b, block), H, B * L)
+    grid = (cdiv(n_max * b, tile), H, B * L)
     _redundancy_kernel[grid](
         k_cache, rho, block_tables, phys_lens, B, *k_cache.stride()[:4], *rho.stride()[:3],
-        block_tables.stride(0), D, float(threshold), b=b, LIGHTNING=bool(lightning),
-        BLOCK=block, BLOCK_D=max(16, next_pow2(D)), PRECISION=dot_precision(k_cache.dtype),
-        UPCAST=UPCAST_DOTS, num_warps=4)
+        block_tables.stride(0), float(threshold), HEAD_DIM=D, BLOCK_SIZE=b,
+        LIGHTNING=bool(lightning), TILE=tile, HEAD_DIM_PAD=max(16, next_pow2(D)),
+        **dot_args(k_cache.dtype), num_warps=4)
     return rho
 
 

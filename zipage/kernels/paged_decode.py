@@ -12,89 +12,80 @@ import math
 
 import torch
 
-from zipage.kernels._dispatch import (cdiv, dot_dtype, dot_precision, next_pow2, tl, triton,
-                                      use_triton)
-
-LOG2E = 1.4426950408889634
+from zipage.kernels._dispatch import cdiv, next_pow2, tl, triton, use_triton
+from zipage.kernels.paged_tiles import LOG2E, attend_kv_tiles, dot_args, dot_operand
 
 
-@triton.jit
-def _decode_split_kernel(Q, K, V, BT, CTX, PO, PM, PL, qk_scale,
-                         stride_qb, stride_qh, stride_kb, stride_kt, stride_kh, stride_bt,
-                         H_Q, G, D, NUM_SPLITS,
-                         BLOCK_SIZE: tl.constexpr, BLOCK_N: tl.constexpr,
-                         G_PAD: tl.constexpr, D_PAD: tl.constexpr, DOT_PREC: tl.constexpr,
-                         DOT_DTYPE: tl.constexpr):
-    b = tl.program_id(0)
-    kvh = tl.program_id(1)
+@triton.jit(do_not_specialize=["stride_table_row", "num_splits"])
+def _split_kernel(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, context_lens_ptr,
+                  partial_out_ptr, partial_max_ptr, partial_sum_ptr, qk_scale,
+                  stride_q_seq, stride_q_head, stride_k_block, stride_k_slot, stride_k_head,
+                  stride_table_row, num_q_heads, num_splits, GROUP: tl.constexpr,
+                  HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr,
+                  GROUP_PAD: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
+                  DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr):
+    seq = tl.program_id(0)
+    kv_head = tl.program_id(1)
     split = tl.program_id(2)
-    ctx = tl.load(CTX + b)
-    n_tiles = tl.cdiv(ctx, BLOCK_N)
-    per_split = tl.cdiv(n_tiles, NUM_SPLITS)
-    t_lo = split * per_split
-    t_hi = tl.minimum(t_lo + per_split, n_tiles)
+    ctx = tl.load(context_lens_ptr + seq)
+    tiles_per_split = tl.cdiv(tl.cdiv(ctx, TILE_N), num_splits)
+    key_start = split * tiles_per_split * TILE_N
+    key_end = tl.minimum(key_start + tiles_per_split * TILE_N, ctx)
+    full_end = tl.minimum(key_end, ctx // TILE_N * TILE_N)  # tiles with no padding key
 
-    g = tl.arange(0, G_PAD)  # padded to >= 16 rows for tl.dot; extra rows are masked
-    d = tl.arange(0, D_PAD)
-    heads = kvh * G + g
-    g_ok = g < G
-    d_ok = d < D
-    q = tl.load(Q + b.to(tl.int64) * stride_qb + heads[:, None] * stride_qh + d[None, :],
-                mask=g_ok[:, None] & d_ok[None, :], other=0.0)
-    q = q.to(DOT_DTYPE)
+    g = tl.arange(0, GROUP_PAD)  # padded to >= 16 rows for tl.dot; extra rows are masked
+    cols = tl.arange(0, HEAD_DIM_PAD)
+    heads = kv_head * GROUP + g
+    g_ok = g < GROUP
+    q = tl.load(q_ptr + seq.to(tl.int64) * stride_q_seq + heads[:, None] * stride_q_head
+                + cols[None, :], mask=g_ok[:, None] & (cols[None, :] < HEAD_DIM), other=0.0)
+    q = dot_operand(q, DOT_DTYPE)
 
-    m_i = tl.full([G_PAD], float("-inf"), tl.float32)
-    l_i = tl.zeros([G_PAD], tl.float32)
-    acc = tl.zeros([G_PAD, D_PAD], tl.float32)
-    offs_n = tl.arange(0, BLOCK_N)
-    bt_row = BT + b.to(tl.int64) * stride_bt
-    for t in range(t_lo, t_hi):
-        tok = t * BLOCK_N + offs_n
-        valid = tok < ctx  # also keeps table padding (-1) from being read
-        page = tl.load(bt_row + tok // BLOCK_SIZE, mask=valid, other=0).to(tl.int64)
-        kv_off = (page[:, None] * stride_kb + (tok % BLOCK_SIZE)[:, None] * stride_kt
-                  + kvh * stride_kh + d[None, :])
-        kv_mask = valid[:, None] & d_ok[None, :]
-        k = tl.load(K + kv_off, mask=kv_mask, other=0.0).to(DOT_DTYPE)
-        s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * qk_scale  # log2 domain
-        s = tl.where(valid[None, :], s, float("-inf"))
-        # every tile has >= 1 valid key, so m_new is finite and exp2 never sees inf - inf
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(V + kv_off, mask=kv_mask, other=0.0).to(DOT_DTYPE)
-        acc = acc * alpha[:, None] + tl.dot(p.to(DOT_DTYPE), v, input_precision=DOT_PREC)
-        m_i = m_new
+    m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
+    l_i = tl.zeros([GROUP_PAD], tl.float32)
+    acc = tl.zeros([GROUP_PAD, HEAD_DIM_PAD], tl.float32)
+    last_key = tl.zeros([GROUP_PAD], tl.int32) + ctx - 1  # every head sees the whole context
+    table_row = block_tables_ptr + seq.to(tl.int64) * stride_table_row
+    head_offset = kv_head * stride_k_head
+    m_i, l_i, acc = attend_kv_tiles(
+        q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, table_row, head_offset, stride_k_block,
+        stride_k_slot, key_start, full_end, last_key, qk_scale, False, BLOCK_SIZE, TILE_N,
+        HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC)
+    m_i, l_i, acc = attend_kv_tiles(  # the context's partial last tile, if in this split
+        q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, table_row, head_offset, stride_k_block,
+        stride_k_slot, tl.maximum(key_start, full_end), key_end, last_key, qk_scale, True,
+        BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC)
 
     # empty splits (incl. context_len 0) store m=-inf, l=0, acc=0; the merge ignores them
-    row = ((b * H_Q + heads) * NUM_SPLITS + split).to(tl.int64)
-    tl.store(PM + row, m_i, mask=g_ok)
-    tl.store(PL + row, l_i, mask=g_ok)
-    tl.store(PO + row[:, None] * D + d[None, :], acc, mask=g_ok[:, None] & d_ok[None, :])
+    row = ((seq * num_q_heads + heads) * num_splits + split).to(tl.int64)
+    tl.store(partial_max_ptr + row, m_i, mask=g_ok)
+    tl.store(partial_sum_ptr + row, l_i, mask=g_ok)
+    tl.store(partial_out_ptr + row[:, None] * HEAD_DIM + cols[None, :], acc,
+             mask=g_ok[:, None] & (cols[None, :] < HEAD_DIM))
 
 
-@triton.jit
-def _decode_merge_kernel(PO, PM, PL, OUT, stride_ob, stride_oh, H_Q, D, NUM_SPLITS,
-                         S_PAD: tl.constexpr, D_PAD: tl.constexpr):
-    b = tl.program_id(0)
-    h = tl.program_id(1)
-    s = tl.arange(0, S_PAD)
-    d = tl.arange(0, D_PAD)
-    s_ok = s < NUM_SPLITS
-    d_ok = d < D
-    row = ((b * H_Q + h) * NUM_SPLITS + s).to(tl.int64)
-    m = tl.load(PM + row, mask=s_ok, other=float("-inf"))
-    l = tl.load(PL + row, mask=s_ok, other=0.0)
+@triton.jit(do_not_specialize=["num_splits"])
+def _merge_kernel(partial_out_ptr, partial_max_ptr, partial_sum_ptr, out_ptr, stride_out_seq,
+                  stride_out_head, num_q_heads, num_splits, HEAD_DIM: tl.constexpr,
+                  SPLITS_PAD: tl.constexpr, HEAD_DIM_PAD: tl.constexpr):
+    seq = tl.program_id(0)
+    head = tl.program_id(1)
+    split = tl.arange(0, SPLITS_PAD)
+    cols = tl.arange(0, HEAD_DIM_PAD)
+    split_ok = split < num_splits
+    col_ok = cols < HEAD_DIM
+    row = ((seq * num_q_heads + head) * num_splits + split).to(tl.int64)
+    m = tl.load(partial_max_ptr + row, mask=split_ok, other=float("-inf"))
+    l = tl.load(partial_sum_ptr + row, mask=split_ok, other=0.0)
     m_max = tl.max(m, 0)
     m_max = tl.where(m_max == float("-inf"), 0.0, m_max)  # all empty -> weights 0, output 0
     w = tl.exp2(m - m_max)
     denom = tl.sum(w * l, 0)
-    acc = tl.load(PO + row[:, None] * D + d[None, :], mask=s_ok[:, None] & d_ok[None, :],
-                  other=0.0)
+    acc = tl.load(partial_out_ptr + row[:, None] * HEAD_DIM + cols[None, :],
+                  mask=split_ok[:, None] & col_ok[None, :], other=0.0)
     o = tl.sum(acc * w[:, None], 0) / tl.where(denom > 0.0, denom, 1.0)
-    tl.store(OUT + b.to(tl.int64) * stride_ob + h * stride_oh + d, o.to(OUT.dtype.element_ty),
-             mask=d_ok)
+    tl.store(out_ptr + seq.to(tl.int64) * stride_out_seq + head * stride_out_head + cols,
+             o.to(out_ptr.dtype.element_ty), mask=col_ok)
 
 
 @functools.lru_cache(maxsize=None)
@@ -103,12 +94,12 @@ def _num_sms(device_index: int) -> int:
 
 
 def default_num_splits(batch: int, num_kv_heads: int, max_keys: int, device: torch.device,
-                       block_n: int = 64) -> int:
+                       tile_n: int = 64) -> int:
     """Enough programs for ~4 waves of the GPU; shape-only, so stable under CUDA graphs."""
     sms = _num_sms(device.index if device.index is not None else torch.cuda.current_device()) \
         if device.type == "cuda" else 4
     want = cdiv(4 * sms, max(1, batch * num_kv_heads))
-    return max(1, min(want, cdiv(max(max_keys, 1), block_n), 64))
+    return max(1, min(want, cdiv(max(max_keys, 1), tile_n), 64))
 
 
 def decode_scratch(batch, num_q_heads, head_dim, num_splits, device):
@@ -120,7 +111,7 @@ def decode_scratch(batch, num_q_heads, head_dim, num_splits, device):
 
 
 def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scale,
-                           num_splits=None, out=None, scratch=None, block_n=None):
+                           num_splits=None, out=None, scratch=None, tile_n=None):
     """Attention of one new query token per request over its paged K/V.
 
     q:            (B, H_q, D); unit stride on D (B/H strides free).
@@ -131,6 +122,7 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
     num_splits:   key-range splits per (request, KV head); default from shapes only.
     out:          optional (B, H_q, D) output buffer (q.dtype).
     scratch:      optional decode_scratch(B, H_q, D, num_splits) buffers.
+    tile_n:       keys per tile (default 64).
     Returns out (B, H_q, D) in q.dtype. No host sync: CUDA-graph capturable.
     """
     if not use_triton(q):
@@ -141,29 +133,30 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
     assert H_q % H_kv == 0 and k_cache.stride() == v_cache.stride()
     if q.stride(2) != 1:
         q = q.contiguous()
-    block_n = block_n or 64
+    tile_n = tile_n or 64
     if num_splits is None:
-        num_splits = default_num_splits(B, H_kv, block_tables.shape[1] * bs, q.device, block_n)
+        num_splits = default_num_splits(B, H_kv, block_tables.shape[1] * bs, q.device, tile_n)
     if out is None:
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
     if scratch is None:
         scratch = decode_scratch(B, H_q, D, num_splits, q.device)
-    po, pm, pl = scratch
-    assert po.shape == (B, H_q, num_splits, D) and po.is_contiguous() and out.stride(2) == 1
+    partial_out, partial_max, partial_sum = scratch
+    assert partial_out.shape == (B, H_q, num_splits, D) and partial_out.is_contiguous()
+    assert out.stride(2) == 1
     if B == 0:
         return out
-    G = H_q // H_kv
     d_pad = max(16, next_pow2(D))
-    _decode_split_kernel[(B, H_kv, num_splits)](
-        q, k_cache, v_cache, block_tables, context_lens, po, pm, pl, scale * LOG2E,
-        q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
-        block_tables.stride(0), H_q, G, D, num_splits,
-        BLOCK_SIZE=bs, BLOCK_N=block_n, G_PAD=max(16, next_pow2(G)), D_PAD=d_pad,
-        DOT_PREC=dot_precision(k_cache.dtype),
-        DOT_DTYPE=dot_dtype(k_cache.dtype), num_warps=4, num_stages=2)
-    _decode_merge_kernel[(B, H_q)](
-        po, pm, pl, out, out.stride(0), out.stride(1), H_q, D, num_splits,
-        S_PAD=max(2, next_pow2(num_splits)), D_PAD=d_pad, num_warps=1 if d_pad <= 128 else 2)
+    _split_kernel[(B, H_kv, num_splits)](
+        q, k_cache, v_cache, block_tables, context_lens, partial_out, partial_max,
+        partial_sum, scale * LOG2E, q.stride(0), q.stride(1), k_cache.stride(0),
+        k_cache.stride(1), k_cache.stride(2), block_tables.stride(0), H_q, num_splits,
+        GROUP=H_q // H_kv, HEAD_DIM=D, BLOCK_SIZE=bs, TILE_N=tile_n,
+        GROUP_PAD=max(16, next_pow2(H_q // H_kv)), HEAD_DIM_PAD=d_pad,
+        **dot_args(k_cache.dtype), num_warps=4, num_stages=2)
+    _merge_kernel[(B, H_q)](
+        partial_out, partial_max, partial_sum, out, out.stride(0), out.stride(1), H_q,
+        num_splits, HEAD_DIM=D, SPLITS_PAD=max(2, next_pow2(num_splits)), HEAD_DIM_PAD=d_pad,
+        num_warps=1 if d_pad <= 128 else 2)
     return out
 
 

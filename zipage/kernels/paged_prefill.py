@@ -1,89 +1,88 @@
 """Paged prefill attention over packed variable-length queries (flash-attention tiling).
 
-Grid (query tiles, sequences, H_q). A program takes BLOCK_M query rows of one sequence and
-one query head, walks the sequence's keys in BLOCK_N tiles through the block table with an
-online softmax in fp32, and stops at the last key visible to its last row. Query i of a
-sequence with q_len new tokens and ctx keys sees keys [0, ctx - q_len + i]: this single
-bottom-right-aligned causal rule covers plain prefill, chunked prefill and prefix hits.
+Grid (query tiles, sequences, H_kv). GQA packing: a program takes TILE_M rows of one
+sequence and one KV head, where row r is query token r // G of the tile's range and query
+head kv_head * G + r % G, so the G heads that share a KV head read each K/V tile once. It
+walks the sequence's keys in TILE_N tiles through the block table with an online softmax in
+fp32 and stops at the last key visible to its last row. Query i of a sequence with q_len new
+tokens and ctx keys sees keys [0, ctx - q_len + i]: this single bottom-right-aligned causal
+rule covers plain prefill, chunked prefill and prefix hits. Key tiles visible to every row
+of the program skip the causal mask; only the tiles along the diagonal apply it.
 """
 import torch
 
-from zipage.kernels._dispatch import (INTERPRET, cdiv, dot_dtype, dot_precision, next_pow2, tl,
-                                      triton, use_triton)
-
-LOG2E = 1.4426950408889634
+from zipage.kernels._dispatch import INTERPRET, cdiv, next_pow2, tl, triton, use_triton
+from zipage.kernels.paged_tiles import LOG2E, attend_kv_tiles, dot_args, dot_operand
 
 
-@triton.jit
-def _prefill_kernel(Q, K, V, BT, CU, CTX, OUT, qk_scale,
-                    stride_qt, stride_qh, stride_ot, stride_oh,
-                    stride_kb, stride_kt, stride_kh, stride_bt, G, D,
-                    BLOCK_SIZE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                    D_PAD: tl.constexpr, DOT_PREC: tl.constexpr,
-                    DOT_DTYPE: tl.constexpr):
+@triton.jit(do_not_specialize=["stride_table_row"])
+def _prefill_kernel(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, cu_seqlens_q_ptr,
+                    context_lens_ptr, out_ptr, qk_scale, stride_q_token, stride_q_head,
+                    stride_out_token, stride_out_head, stride_k_block, stride_k_slot,
+                    stride_k_head, stride_table_row, GROUP: tl.constexpr,
+                    HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr, TILE_M: tl.constexpr,
+                    TILE_N: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
+                    DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr):
     # last query tiles have the most keys: launch them first for better tail balance
-    mt = tl.num_programs(0) - 1 - tl.program_id(0)
+    tile = tl.num_programs(0) - 1 - tl.program_id(0)
     seq = tl.program_id(1)
-    h = tl.program_id(2)
-    kvh = h // G
-    q_start = tl.load(CU + seq)
-    q_len = tl.load(CU + seq + 1) - q_start
-    ctx = tl.load(CTX + seq)
+    kv_head = tl.program_id(2)
+    q_start = tl.load(cu_seqlens_q_ptr + seq)
+    q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_start
+    ctx = tl.load(context_lens_ptr + seq)
     prefix = ctx - q_len  # keys before the first new token
 
-    rows = mt * BLOCK_M + tl.arange(0, BLOCK_M)
-    d = tl.arange(0, D_PAD)
-    row_ok = rows < q_len
-    d_ok = d < D
-    tok_q = (q_start + rows).to(tl.int64)
-    q = tl.load(Q + tok_q[:, None] * stride_qt + h * stride_qh + d[None, :],
-                mask=row_ok[:, None] & d_ok[None, :], other=0.0)
-    q = q.to(DOT_DTYPE)
+    rows = tile * TILE_M + tl.arange(0, TILE_M)
+    query = rows // GROUP  # query token of each row, within the sequence
+    head = kv_head * GROUP + rows % GROUP
+    cols = tl.arange(0, HEAD_DIM_PAD)
+    row_ok = query < q_len
+    io_mask = row_ok[:, None] & (cols[None, :] < HEAD_DIM)
+    token = (q_start + query).to(tl.int64)
+    q = tl.load(q_ptr + token[:, None] * stride_q_token + head[:, None] * stride_q_head
+                + cols[None, :], mask=io_mask, other=0.0)
+    q = dot_operand(q, DOT_DTYPE)
 
-    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    l_i = tl.zeros([BLOCK_M], tl.float32)
-    acc = tl.zeros([BLOCK_M, D_PAD], tl.float32)
-    offs_n = tl.arange(0, BLOCK_N)
-    bt_row = BT + seq.to(tl.int64) * stride_bt
-    # keys seen by the tile's last row; 0 for tiles past this sequence's end
-    hi = tl.minimum(ctx, prefix + (mt + 1) * BLOCK_M)
-    hi = tl.where(mt * BLOCK_M < q_len, hi, 0)
-    for start in range(0, hi, BLOCK_N):
-        tok = start + offs_n
-        valid = tok < ctx
-        page = tl.load(bt_row + tok // BLOCK_SIZE, mask=valid, other=0).to(tl.int64)
-        kv_off = (page[:, None] * stride_kb + (tok % BLOCK_SIZE)[:, None] * stride_kt
-                  + kvh * stride_kh + d[None, :])
-        kv_mask = valid[:, None] & d_ok[None, :]
-        k = tl.load(K + kv_off, mask=kv_mask, other=0.0).to(DOT_DTYPE)
-        s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * qk_scale  # log2 domain
-        vis = (tok[None, :] <= prefix + rows[:, None]) & valid[None, :]
-        s = tl.where(vis, s, float("-inf"))
-        # key 0 is visible to every row, so m_i is finite after the first tile
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(V + kv_off, mask=kv_mask, other=0.0).to(DOT_DTYPE)
-        acc = acc * alpha[:, None] + tl.dot(p.to(DOT_DTYPE), v, input_precision=DOT_PREC)
-        m_i = m_new
+    m_i = tl.full([TILE_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([TILE_M], tl.float32)
+    acc = tl.zeros([TILE_M, HEAD_DIM_PAD], tl.float32)
+    last_key = tl.minimum(prefix + query, ctx - 1)  # rows past q_len: any finite choice
+    first_query = tile * TILE_M // GROUP
+    last_query = ((tile + 1) * TILE_M - 1) // GROUP
+    active = first_query < q_len  # tiles past this sequence's end do nothing
+    # keys [0, full_end) are visible to every row; [full_end, key_end) need the causal mask
+    key_end = tl.where(active, tl.minimum(ctx, prefix + last_query + 1), 0)
+    full_end = tl.where(active, (prefix + first_query + 1) // TILE_N * TILE_N, 0)
+    table_row = block_tables_ptr + seq.to(tl.int64) * stride_table_row
+    head_offset = kv_head * stride_k_head
+    m_i, l_i, acc = attend_kv_tiles(
+        q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, table_row, head_offset, stride_k_block,
+        stride_k_slot, 0, full_end, last_key, qk_scale, False, BLOCK_SIZE, TILE_N, HEAD_DIM,
+        HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC)
+    m_i, l_i, acc = attend_kv_tiles(
+        q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, table_row, head_offset, stride_k_block,
+        stride_k_slot, full_end, key_end, last_key, qk_scale, True, BLOCK_SIZE, TILE_N,
+        HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC)
 
     o = acc / tl.where(l_i > 0.0, l_i, 1.0)[:, None]
-    tl.store(OUT + tok_q[:, None] * stride_ot + h * stride_oh + d[None, :],
-             o.to(OUT.dtype.element_ty), mask=row_ok[:, None] & d_ok[None, :])
+    tl.store(out_ptr + token[:, None] * stride_out_token + head[:, None] * stride_out_head
+             + cols[None, :], o.to(out_ptr.dtype.element_ty), mask=io_mask)
 
 
-def _config(d_pad: int):
-    """(BLOCK_M, BLOCK_N, num_warps, num_stages); small tiles keep the interpreter quick."""
+def _launch_config(head_dim_pad: int, dtype: torch.dtype):
+    """(TILE_M, TILE_N, num_warps, num_stages); small tiles keep the interpreter quick."""
     if INTERPRET:
         return 16, 16, 4, 1
-    if d_pad <= 128:
+    if dtype == torch.float32:  # exact fp32 dots run on FMA units: small tiles spill less
+        return 64, 32, 8, 2
+    if head_dim_pad <= 128:
         return 128, 64, 8, 2
     return 64, 32, 4, 2
 
 
 def paged_prefill_attention(q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens,
-                            max_q_len, scale, out=None, block_m=None, block_n=None):
+                            max_q_len, scale, out=None, tile_m=None, tile_n=None,
+                            num_warps=None, num_stages=None):
     """Causal attention of packed new tokens over their sequences' paged K/V.
 
     q:            (T, H_q, D) packed; unit stride on D.
@@ -95,6 +94,8 @@ def paged_prefill_attention(q, k_cache, v_cache, block_tables, cu_seqlens_q, con
     max_q_len:    int, >= every q_len_s (sets the grid; no host sync).
     out:          optional (T, H_q, D) buffer. Returns (T, H_q, D) in q.dtype; query i of s
                   sees keys [0, context_lens[s] - q_len_s + i].
+    tile_m, tile_n, num_warps, num_stages: launch overrides (benchmarks, tests); a tile
+                  holds tile_m (query, head) rows, tile_m // G query tokens.
     """
     if not use_triton(q):
         return paged_prefill_attention_reference(q, k_cache, v_cache, block_tables,
@@ -112,15 +113,16 @@ def paged_prefill_attention(q, k_cache, v_cache, block_tables, cu_seqlens_q, con
     if T == 0 or num_seqs == 0 or max_q_len == 0:
         return out
     d_pad = max(16, next_pow2(D))
-    bm, bn, warps, stages = _config(d_pad)
-    bm, bn = block_m or bm, block_n or bn
-    _prefill_kernel[(cdiv(max_q_len, bm), num_seqs, H_q)](
+    tm, tn, warps, stages = _launch_config(d_pad, k_cache.dtype)
+    tm, tn = tile_m or tm, tile_n or tn
+    group = H_q // H_kv
+    _prefill_kernel[(cdiv(max_q_len * group, tm), num_seqs, H_kv)](
         q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens, out, scale * LOG2E,
-        q.stride(0), q.stride(1), out.stride(0), out.stride(1),
-        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), block_tables.stride(0),
-        H_q // H_kv, D, BLOCK_SIZE=bs, BLOCK_M=bm, BLOCK_N=bn, D_PAD=d_pad,
-        DOT_PREC=dot_precision(k_cache.dtype),
-        DOT_DTYPE=dot_dtype(k_cache.dtype), num_warps=warps, num_stages=stages)
+        q.stride(0), q.stride(1), out.stride(0), out.stride(1), k_cache.stride(0),
+        k_cache.stride(1), k_cache.stride(2), block_tables.stride(0), GROUP=group,
+        HEAD_DIM=D, BLOCK_SIZE=bs, TILE_M=tm, TILE_N=tn, HEAD_DIM_PAD=d_pad,
+        **dot_args(k_cache.dtype), num_warps=num_warps or warps,
+        num_stages=num_stages or stages)
     return out
 
 

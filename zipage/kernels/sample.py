@@ -11,7 +11,7 @@ import torch
 from zipage.kernels._dispatch import tl, triton
 
 _MASK32 = 0xFFFFFFFF
-_BLOCK_V = 2048
+_TILE_V = 2048
 
 
 def _mix(x: torch.Tensor) -> torch.Tensor:
@@ -58,34 +58,35 @@ def _mix32(x):
     return x ^ (x >> 16)
 
 
-# the batch size changes every step: one compiled variant serves all
-@triton.jit(do_not_specialize=["stride"])
-def _sample_kernel(scores, out, temperature, seeds, positions, V, stride,
-                   BLOCK_V: tl.constexpr):
-    i = tl.program_id(0)
-    t = tl.load(temperature + i)
+# the row stride is not specialised: one compiled variant for every logits layout
+@triton.jit(do_not_specialize=["stride_scores_row"])
+def _sample_kernel(scores_ptr, out_ptr, temperature_ptr, seeds_ptr, positions_ptr, vocab_size,
+                   stride_scores_row, TILE_V: tl.constexpr):
+    row = tl.program_id(0)
+    t = tl.load(temperature_ptr + row)
     greedy = t <= 0.0
     t = tl.where(greedy, 1.0, t)
-    seed = tl.load(seeds + i).to(tl.uint32)
-    pos = tl.load(positions + i).to(tl.uint32)
-    row = _mix32(_mix32(seed * 0x2545F49 + 0x9E3779B) ^ (pos * 0x27D4EB2D))
-    best = tl.full([BLOCK_V], float("-inf"), tl.float32)
-    best_v = tl.zeros([BLOCK_V], tl.int32)
-    for v0 in range(0, V, BLOCK_V):
-        v = v0 + tl.arange(0, BLOCK_V)
-        ok = v < V
-        s = tl.load(scores + i.to(tl.int64) * stride + v, mask=ok, other=float("-inf"))
+    seed = tl.load(seeds_ptr + row).to(tl.uint32)
+    pos = tl.load(positions_ptr + row).to(tl.uint32)
+    row_hash = _mix32(_mix32(seed * 0x2545F49 + 0x9E3779B) ^ (pos * 0x27D4EB2D))
+    best = tl.full([TILE_V], float("-inf"), tl.float32)
+    best_v = tl.zeros([TILE_V], tl.int32)
+    for v0 in range(0, vocab_size, TILE_V):
+        v = v0 + tl.arange(0, TILE_V)
+        ok = v < vocab_size
+        s = tl.load(scores_ptr + row.to(tl.int64) * stride_scores_row + v, mask=ok,
+                    other=float("-inf"))
         s = s.to(tl.float32)
         if not greedy:
-            x = _mix32(row ^ (v.to(tl.uint32) * 0x165667B1))
+            x = _mix32(row_hash ^ (v.to(tl.uint32) * 0x165667B1))
             u = ((x >> 9).to(tl.float32) + 0.5) * (1.0 / 8388608.0)  # as unit_interval
             s = s / t - tl.log(-tl.log(u))
         better = s > best  # strict: the first index wins among equal scores in a lane
         best_v = tl.where(better, v, best_v)
         best = tl.where(better, s, best)
     top = tl.max(best, 0)
-    first = tl.min(tl.where(best == top, best_v, V), 0)  # lowest index among the maxima
-    tl.store(out + i, first.to(tl.int64))
+    first = tl.min(tl.where(best == top, best_v, vocab_size), 0)  # lowest index among maxima
+    tl.store(out_ptr + row, first.to(tl.int64))
 
 
 def sample_tokens(scores, temperature, seeds, positions):
@@ -101,5 +102,5 @@ def sample_tokens(scores, temperature, seeds, positions):
     out = torch.empty(B, dtype=torch.int64, device=scores.device)
     if B:
         _sample_kernel[(B,)](scores, out, temperature, seeds, positions, V, scores.stride(0),
-                             BLOCK_V=_BLOCK_V, num_warps=8)
+                             TILE_V=_TILE_V, num_warps=8)
     return out

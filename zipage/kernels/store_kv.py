@@ -1,40 +1,43 @@
 """Scatter new K/V rows into the paged cache (and generic row scatter for the query ring).
 
-Each program copies one BLOCK-wide column tile of one source row to its destination row;
+Each program copies one TILE-wide column tile of one source row to its destination row;
 rows whose index is -1 are skipped (padding tokens, or tokens that need no write).
 """
 import torch
 
 from zipage.kernels._dispatch import cdiv, next_pow2, tl, triton, use_triton
 
-_MAX_BLOCK = 2048  # row tile (elements); wider rows use several programs
+_MAX_TILE = 2048  # row tile (elements); wider rows use several programs
 
 
 @triton.jit
-def _copy_row(src, dst, row, target, src_stride, dst_stride, R, col):
-    if target >= 0:  # -1: skip (a branch, not a mask: no traffic for skipped rows)
-        mask = col < R
-        x = tl.load(src + row * src_stride + col, mask=mask)
-        tl.store(dst + target * dst_stride + col, x.to(dst.dtype.element_ty), mask=mask)
+def _copy_row(src_ptr, dst_ptr, src_row, dst_row, stride_src_row, stride_dst_row, row_width,
+              cols):
+    if dst_row >= 0:  # -1: skip (a branch, not a mask: no traffic for skipped rows)
+        mask = cols < row_width
+        x = tl.load(src_ptr + src_row * stride_src_row + cols, mask=mask)
+        tl.store(dst_ptr + dst_row * stride_dst_row + cols, x.to(dst_ptr.dtype.element_ty),
+                 mask=mask)
 
 
 @triton.jit
-def _store_rows_kernel(src, dst, index, src_stride, dst_stride, R, BLOCK: tl.constexpr):
+def _store_rows_kernel(src_ptr, dst_ptr, index_ptr, stride_src_row, stride_dst_row, row_width,
+                       TILE: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
-    col = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-    target = tl.load(index + row).to(tl.int64)  # int64 offsets: caches exceed 2**31 elements
-    _copy_row(src, dst, row, target, src_stride, dst_stride, R, col)
+    cols = tl.program_id(1) * TILE + tl.arange(0, TILE)
+    dst_row = tl.load(index_ptr + row).to(tl.int64)  # int64: caches exceed 2**31 elements
+    _copy_row(src_ptr, dst_ptr, row, dst_row, stride_src_row, stride_dst_row, row_width, cols)
 
 
 @triton.jit
-def _store_kv_kernel(key, value, k_cache, v_cache, slots, k_stride, v_stride, R,
-                     BLOCK: tl.constexpr):
+def _store_kv_kernel(key_ptr, value_ptr, k_cache_ptr, v_cache_ptr, slot_mapping_ptr,
+                     stride_key_row, stride_value_row, row_width, TILE: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
-    col = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-    slot = tl.load(slots + row).to(tl.int64)
+    cols = tl.program_id(1) * TILE + tl.arange(0, TILE)
+    slot = tl.load(slot_mapping_ptr + row).to(tl.int64)
     # cache rows are (H_kv * D) contiguous elements, one per flat slot
-    _copy_row(key, k_cache, row, slot, k_stride, R, R, col)
-    _copy_row(value, v_cache, row, slot, v_stride, R, R, col)
+    _copy_row(key_ptr, k_cache_ptr, row, slot, stride_key_row, row_width, row_width, cols)
+    _copy_row(value_ptr, v_cache_ptr, row, slot, stride_value_row, row_width, row_width, cols)
 
 
 def _as_rows(x: torch.Tensor) -> torch.Tensor:
@@ -43,9 +46,9 @@ def _as_rows(x: torch.Tensor) -> torch.Tensor:
     return x if x.stride(-1) == 1 else x.contiguous()
 
 
-def _launch_cfg(R: int):
-    block = min(next_pow2(R), _MAX_BLOCK)
-    return block, cdiv(R, block), (4 if block >= 512 else 1)
+def _launch_config(row_width: int):
+    tile = min(next_pow2(row_width), _MAX_TILE)
+    return tile, cdiv(row_width, tile), (4 if tile >= 512 else 1)
 
 
 def store_kv(key, value, k_cache, v_cache, slot_mapping):
@@ -64,9 +67,9 @@ def store_kv(key, value, k_cache, v_cache, slot_mapping):
     k2, v2 = _as_rows(key), _as_rows(value)
     R = k2.shape[1]
     kc, vc = k_cache.view(-1, R), v_cache.view(-1, R)  # view: fails loudly if not contiguous
-    block, ntiles, warps = _launch_cfg(R)
-    _store_kv_kernel[(n, ntiles)](k2, v2, kc, vc, slot_mapping, k2.stride(0), v2.stride(0), R,
-                                  BLOCK=block, num_warps=warps)
+    tile, num_tiles, warps = _launch_config(R)
+    _store_kv_kernel[(n, num_tiles)](k2, v2, kc, vc, slot_mapping, k2.stride(0), v2.stride(0),
+                                     R, TILE=tile, num_warps=warps)
 
 
 def store_rows(src, dst, index):
@@ -86,9 +89,9 @@ def store_rows(src, dst, index):
     src = _as_rows(src)
     R = dst.shape[1]
     assert src.shape[1] == R
-    block, ntiles, warps = _launch_cfg(R)
-    _store_rows_kernel[(n, ntiles)](src, dst, index, src.stride(0), dst.stride(0), R,
-                                    BLOCK=block, num_warps=warps)
+    tile, num_tiles, warps = _launch_config(R)
+    _store_rows_kernel[(n, num_tiles)](src, dst, index, src.stride(0), dst.stride(0), R,
+                                       TILE=tile, num_warps=warps)
 
 
 def store_rows_reference(src, dst, index):
