@@ -94,9 +94,10 @@ class LLMEngine:
         error = self.check_prompt(prompt_token_ids)
         if error:
             raise InvalidRequest(error)
+        ids = [int(t) for t in prompt_token_ids]  # numpy integers too
         arrival = time.perf_counter() if arrival_time is None else arrival_time
         for k in range(params.n):
-            seq = Sequence(prompt_token_ids, params, self.config.block_size, request_id, k,
+            seq = Sequence(ids, params, self.config.block_size, request_id, k,
                            self.seed(params, request_id, k))
             seq.arrival_time = arrival
             self.scheduler.add(seq)
@@ -104,12 +105,13 @@ class LLMEngine:
     def check_prompt(self, ids: list[int]) -> str | None:
         if not ids:
             return "empty prompt"
-        bad = next((i for i, t in enumerate(ids)
-                    if not isinstance(t, Integral) or isinstance(t, bool)
-                    or not 0 <= t < self.vocab_size), None)
-        if bad is not None:
-            return (f"prompt token {ids[bad]!r} at position {bad} is not a token id of this "
-                    f"model (integers in [0, {self.vocab_size}))")
+        V = self.vocab_size
+        if not (all(type(t) is int for t in ids) and min(ids) >= 0 and max(ids) < V):  # fast path
+            bad = next((i for i, t in enumerate(ids) if not isinstance(t, Integral)
+                        or isinstance(t, bool) or not 0 <= t < V), None)
+            if bad is not None:
+                return (f"prompt token {ids[bad]!r} at position {bad} is not a token id of "
+                        f"this model (integers in [0, {V}))")
         if len(ids) >= self.max_model_len:
             return (f"prompt has {len(ids)} tokens but max_model_len is {self.max_model_len} "
                     f"(no room to generate)")
