@@ -153,7 +153,7 @@ def test_a_block_is_hashed_only_once_its_tokens_are_known():
     bm = BlockManager(num_blocks=4, block_size=B)
     seq = make_seq([1, 2, 3])
     grow(bm, seq, 3)
-    seq.num_placeholders = 1  # token 3 sampled, not on the host yet
+    seq.add_placeholder()  # token 3 sampled, not on the host yet
     grow(bm, seq, 1)  # the block is full, but its last id is unknown
     assert bm.blocks[0].hash is None
     seq.append_token(4)

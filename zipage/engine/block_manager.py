@@ -74,18 +74,21 @@ class BlockManager:
         """Room for ``num_new_tokens`` more tokens of ``seq``, in one call: check, take the
         cached prefix blocks (a new request) and fresh blocks, and hash the blocks that this
         step fills. Returns False, changing nothing, when the pool is short."""
-        num_cached = len(cached_blocks) * self.block_size
-        need = self.blocks_needed(seq, num_cached + num_new_tokens) - len(cached_blocks)
-        reclaimed = sum(self.blocks[i].ref_count == 0 for i in cached_blocks)  # cached but free
-        if max(need, 0) + reclaimed > self.num_free_blocks:
-            return False
+        b, num_cached = self.block_size, len(cached_blocks) * self.block_size
+        end = seq.num_computed - seq.num_evicted + num_cached + num_new_tokens
+        need = max(0, (end + b - 1) // b - len(seq.block_table) - len(cached_blocks))
         if cached_blocks:
+            reclaimed = sum(self.blocks[i].ref_count == 0 for i in cached_blocks)  # cached, free
+            if need + reclaimed > len(self.free_queue):
+                return False
             assert not seq.block_table and seq.num_computed == 0
             seq.block_table = [self._take(i) for i in cached_blocks]
             seq.num_computed = num_cached
             self.num_hit_tokens += num_cached
-        for _ in range(need):
-            seq.block_table.append(self._take_fresh())
+        elif need > len(self.free_queue):
+            return False
+        if need:  # a new list: steps already scheduled keep the table they were given
+            seq.block_table = seq.block_table + [self._take_fresh() for _ in range(need)]
         self._cache_full_blocks(seq, seq.num_computed + num_new_tokens)
         return True
 

@@ -48,6 +48,8 @@ class Scheduler:
         self.free_slots = list(range(cfg.num_query_slots))
         self.num_preemptions = 0
         self.num_compressions = 0  # counted with the step's results, like Sequence's
+        C = cfg.num_kept_blocks  # compress once (C + 1) * b tokens are resident
+        self._cap_tokens = float("inf") if C is None else (C + 1) * cfg.block_size
         self._deferred_frees: list[int] = []  # blocks released once a step is fully planned
         self._length_limited: list[Sequence] = []
 
@@ -93,9 +95,8 @@ class Scheduler:
         return 1 if remaining == 0 else prefill_chunk(remaining, tokens_left)  # 1: a decode
 
     def _compression_due(self, seq: Sequence) -> bool:
-        C = self.cfg.num_kept_blocks
-        return (C is not None and seq.num_uncomputed == 1
-                and seq.phys_len >= (C + 1) * self.cfg.block_size)
+        return (seq.num_tokens - seq.num_computed == 1
+                and seq.num_computed - seq.num_evicted >= self._cap_tokens)
 
     def _make_room(self, seq: Sequence, num_new: int, out: SchedulerOutput) -> bool:
         """Plan the request's compression if it is due and allocate its new tokens,
@@ -117,7 +118,7 @@ class Scheduler:
             return  # no free blocks to replace the shared ones yet
         target, release = plan
         out.compressions[seq.seq_id] = CompressionTask(
-            seq.seq_id, seq.query_slot, seq.block_table, list(target), seq.phys_len,
+            seq.seq_id, seq.query_slot, seq.block_table, target, seq.phys_len,
             seq.num_computed, seq.is_compressed)
         seq.block_table = target
         seq.num_evicted += seq.phys_len - C * b
@@ -157,17 +158,17 @@ class Scheduler:
             tokens_left -= num_new
 
     def _add_row(self, seq: Sequence, num_new: int, out: SchedulerOutput) -> None:
-        start, known = seq.num_computed, len(seq.token_ids)
-        row = ScheduledRequest(seq.seq_id, start, seq.phys_len, num_new,
-                               seq.token_ids[start:start + num_new], start + num_new > known,
-                               list(seq.block_table), seq.query_slot)
-        if start + num_new == len(seq):  # the last token: its logits are sampled
+        start, end = seq.num_computed, seq.num_computed + num_new
+        row = ScheduledRequest(seq.seq_id, start, start - seq.num_evicted, num_new,
+                               seq.token_ids[start:end], end > len(seq.token_ids),
+                               seq.block_table, seq.query_slot)
+        if end == seq.num_tokens:  # the last token: its logits are sampled
             row.sampling, row.seed = seq.params, seq.seed
-            row.output_index = len(seq) - seq.num_prompt_tokens
-            seq.num_placeholders += 1
-            if len(seq) >= seq.max_num_tokens:
+            row.output_index = seq.num_tokens - seq.num_prompt_tokens
+            seq.add_placeholder()
+            if seq.num_tokens >= seq.max_num_tokens:
                 self._length_limited.append(seq)  # no further step: free it with this one
-        seq.num_computed += num_new
+        seq.num_computed = end
         out.requests[seq.seq_id] = row
 
     def _end_step(self) -> None:
@@ -212,7 +213,7 @@ class Scheduler:
     def finish(self, seq: Sequence, reason: str) -> None:
         """The request's output is complete: tokens sampled after this one are dropped."""
         seq.finish_reason = reason
-        seq.num_placeholders = 0
+        seq.drop_placeholders()
         self._free(seq)
         del self.requests[seq.seq_id]
 

@@ -28,9 +28,9 @@ class Sequence:
     """One sample of one prompt.
 
     Counters (all in tokens):
-      * ``len(seq)``: logical length, prompt plus generated tokens, including
-        ``num_placeholders``: tokens sampled on the device whose ids the host does not know
-        yet (asynchronous scheduling; ``token_ids`` holds the known ones).
+      * ``num_tokens`` (= ``len(seq)``): logical length, prompt plus generated tokens,
+        including ``num_placeholders``: tokens sampled on the device whose ids the host does
+        not know yet (``token_ids`` holds the known ones).
       * ``num_computed``: logical tokens whose KV has been computed. While decoding it is
         ``len(seq) - 1``: the last sampled token is written by the next step.
       * ``num_evicted``: tokens removed by compression; physical = logical - evicted.
@@ -50,7 +50,9 @@ class Sequence:
         self.seed = seed
         self.max_num_tokens = self.num_prompt_tokens + params.max_tokens  # capped by Scheduler.add
         self.status = Status.WAITING
+        # Replaced, never changed in place: scheduled steps share the list they were given.
         self.block_table: list[int] = []
+        self.num_tokens = len(self.token_ids)  # kept in step with token_ids and placeholders
         self.num_placeholders = 0
         self.num_computed = 0
         self.num_evicted = 0
@@ -71,11 +73,11 @@ class Sequence:
         return self.request_id
 
     def __len__(self) -> int:
-        return len(self.token_ids) + self.num_placeholders
+        return self.num_tokens
 
     @property
     def num_output_tokens(self) -> int:
-        return len(self) - self.num_prompt_tokens
+        return self.num_tokens - self.num_prompt_tokens
 
     @property
     def output_token_ids(self) -> list[int]:
@@ -88,14 +90,15 @@ class Sequence:
 
     @property
     def num_uncomputed(self) -> int:
-        return len(self) - self.num_computed
+        return self.num_tokens - self.num_computed
 
     @property
     def compute_target(self) -> int:
         """Tokens to compute before the next sample: the prompt for a new request; after a
         preemption, every token but the last, which the next decode step writes (so a
         recomputed request reaches its compression point exactly as it did before)."""
-        return self.num_prompt_tokens if len(self) == self.num_prompt_tokens else len(self) - 1
+        n = self.num_tokens
+        return n if n == self.num_prompt_tokens else n - 1
 
     @property
     def is_compressed(self) -> bool:
@@ -105,11 +108,23 @@ class Sequence:
     def is_finished(self) -> bool:
         return self.status == Status.FINISHED
 
+    def add_placeholder(self) -> None:
+        """A step that samples this request was scheduled: one more token, id unknown."""
+        self.num_placeholders += 1
+        self.num_tokens += 1
+
     def append_token(self, token_id: int) -> None:
         """A sampled token reached the host: it replaces the oldest placeholder, if any."""
         self.token_ids.append(token_id)
         if self.num_placeholders:
             self.num_placeholders -= 1
+        else:
+            self.num_tokens += 1
+
+    def drop_placeholders(self) -> None:
+        """Tokens still being sampled are not wanted (the request stopped)."""
+        self.num_tokens -= self.num_placeholders
+        self.num_placeholders = 0
 
     def reset_for_recompute(self) -> None:
         """Preemption by recompute: forget all KV; the tokens are kept."""
