@@ -17,6 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from zipage.engine.block_manager import BlockManager  # noqa: E402
+from zipage.engine.messages import StepResult  # noqa: E402
 from zipage.engine.scheduler import Scheduler, SchedulerConfig  # noqa: E402
 from zipage.engine.sequence import Sequence  # noqa: E402
 from zipage.worker.batch import build_batch  # noqa: E402
@@ -39,7 +40,8 @@ def measure(n: int, steps: int, block: int, kept_blocks: int, warmup: int = 100)
         t1 = time.perf_counter()
         build_batch(out, block, 16)
         t2 = time.perf_counter()
-        sch.postprocess(out, {s.seq_id: 7 for s in out.seqs}, set())
+        sampled = {sid: 7 for sid, row in out.requests.items() if row.sampling is not None}
+        sch.update_from_output(out, StepResult(sampled), set())
         t3 = time.perf_counter()
         if step >= warmup:
             for k, dt in zip(totals, (t1 - t0, t2 - t1, t3 - t2)):

@@ -49,7 +49,7 @@ def main():
         timed(r, name)
     timed(r.compressor, "run")
     timed(llm.scheduler, "schedule")
-    timed(llm.scheduler, "postprocess")
+    timed(llm.scheduler, "update_from_output")
     import zipage.worker.model_runner as mr
     timed(mr, "build_batch")  # the module-level name the runner calls
     params = SamplingParams(temperature=a.temperature, seed=0, max_tokens=a.steps,

@@ -27,9 +27,26 @@ def folder():
 @pytest.fixture(scope="module")
 def engines(folder):
     """Per budget: (engine under test with a small pool, engine for solo runs)."""
-    return {budget: (LLM(folder, device="cpu", block_size=B, budget=budget, kv_cache_tokens=B * 16),
-                     LLM(folder, device="cpu", block_size=B, budget=budget, kv_cache_tokens=4096))
-            for budget in BUDGETS}
+    out = {}
+    for budget in BUDGETS:
+        llm = LLM(folder, device="cpu", block_size=B, budget=budget, kv_cache_tokens=B * 16)
+        check_one_token_rows(llm, budget)
+        out[budget] = llm, LLM(folder, device="cpu", block_size=B, budget=budget, kv_cache_tokens=4096)
+    return out
+
+
+def check_one_token_rows(llm, budget) -> None:
+    """With compression, a one-token row is a decode whose table fits the decode kernel's
+    CUDA-graph tables (C + 1 blocks), whatever the chunking."""
+    launch = llm.runner.launch
+
+    def checked(step, previous=None):
+        for row in step.requests.values():
+            if budget is not None and row.num_tokens == 1:
+                assert row.sampling is not None and len(row.block_table) <= budget // B + 1
+        return launch(step, previous)
+
+    llm.runner.launch = checked
 
 
 @pytest.fixture(scope="module")
