@@ -14,6 +14,7 @@ import torch
 
 from scripts import bench_common as bc
 from zipage.engine.block_manager import BlockManager
+from zipage.engine.messages import StepResult
 from zipage.engine.scheduler import Scheduler, SchedulerConfig
 from zipage.engine.sequence import Sequence
 from zipage.sampling_params import SamplingParams
@@ -51,7 +52,8 @@ def measure(n: int, steps: int, warmup: int, block: int, kept_blocks: int, promp
         t1 = time.perf_counter()
         build_batch(out, block, 16)
         t2 = time.perf_counter()
-        sch.postprocess(out, {s.seq_id: 7 for s in out.seqs}, set())
+        sampled = {sid: 7 for sid, row in out.requests.items() if row.sampling is not None}
+        sch.update_from_output(out, StepResult(sampled), set())
         t3 = time.perf_counter()
         if step >= warmup:
             for k, dt in zip(PHASES, (t1 - t0, t2 - t1, t3 - t2)):

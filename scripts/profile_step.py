@@ -24,7 +24,7 @@ from zipage import LLM, SamplingParams
 # A phase the engine no longer has is reported as not timed, never silently dropped.
 PHASES = [("scheduler", "schedule"), ("module:zipage.worker.model_runner", "build_batch"),
           ("runner", "_forward"), ("runner", "_sample"), ("runner", "collect"),
-          ("runner.compressor", "run"), ("scheduler", "advance"), ("scheduler", "fill")]
+          ("runner.compressor", "run"), ("scheduler", "update_from_output")]
 
 
 def add_arguments(p):

@@ -45,3 +45,16 @@ def hf_greedy(hf, prompt: list[int], max_new_tokens: int) -> list[int]:
 def random_prompts(lengths, vocab: int, seed: int = 1) -> list[list[int]]:
     g = torch.Generator().manual_seed(seed)
     return [torch.randint(0, vocab, (n,), generator=g).tolist() for n in lengths]
+
+
+def add_char_tokenizer(folder: str, vocab: int = 384) -> str:
+    """Give a tiny checkpoint a tokenizer: one printable character per token id (so stop
+    strings and text outputs can be tested). Returns the folder."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    chars = [chr(0x21 + i) for i in range(94)] + [chr(0xC0 + i) for i in range(vocab - 94)]
+    tok = Tokenizer(models.WordLevel(vocab={c: i for i, c in enumerate(chars)}, unk_token=chars[0]))
+    tok.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    PreTrainedTokenizerFast(tokenizer_object=tok).save_pretrained(folder)
+    return folder

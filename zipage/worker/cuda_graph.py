@@ -1,7 +1,6 @@
 """CUDA graphs for decode steps: one graph per padded batch size, sharing static inputs."""
 import weakref
 
-import numpy as np
 import torch
 
 from zipage.layers.attention import AttentionMetadata
