@@ -38,7 +38,7 @@ class PagedRun:
         for s in decode:
             p = len(self.tokens[s]) - 1
             ids.append(self.tokens[s][-1]), pos.append(p), slots.append(self._slot(s, p))
-        cu, last = [0], []
+        cu = [0]
         for s in prefill:
             n = len(self.tokens[s])
             ids += self.tokens[s]

@@ -36,9 +36,6 @@ def dummy_forward(tp, spec, dtype, prompt_len: int) -> dict:
             "logits": logits.float().cpu()}
 
 
-def build_only(tp, spec) -> int:
-    from zipage.models.decoder import CausalLM
-    return sum(p.numel() for p in CausalLM(spec, tp).parameters())
 
 
 def group_facts(tp, value: int) -> dict:
@@ -48,10 +45,11 @@ def group_facts(tp, value: int) -> dict:
             "min": tp.min(value + 10 * tp.rank), "pid": os.getpid(), "rank": tp.rank}
 
 
-def fail_on_rank_one(tp) -> None:
-    """Rank 1 raises; rank 0 waits in an all-reduce for a peer that never comes."""
+def build_on_rank_one(tp, spec) -> None:
+    """Rank 1 builds its share of `spec`; rank 0 waits in an all-reduce for it."""
     if tp.rank == 1:
-        raise ValueError("rank one refuses")
+        from zipage.models.decoder import CausalLM
+        CausalLM(spec, tp)
     tp.all_reduce(torch.zeros(1))
 
 

@@ -1,17 +1,21 @@
 """Process groups on the CPU (gloo): private rendezvous, collectives, and failures that stop
 every rank and leave no process behind."""
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 
 from tests.distributed import rank_fns
-from tests.distributed.helpers import assert_gone, run_checked
+from tests.engine.tiny_models import tiny_config
+from tests.distributed.helpers import run_checked
 from zipage.distributed import RankError
+from zipage.models.spec import spec_from_hf_config
 
 
 def test_two_groups_on_one_host_do_not_collide():
@@ -31,9 +35,14 @@ def test_two_groups_on_one_host_do_not_collide():
 
 
 def test_one_rank_raising_stops_the_rank_waiting_for_it():
+    """Rank 1 cannot build SmolLM2's shape (9 heads, 3 KV heads) at TP=2; rank 0 is already
+    waiting in a collective. The caller gets the clear error, and both processes are gone."""
+    spec = replace(spec_from_hf_config(tiny_config("llama")), num_heads=9, num_kv_heads=3,
+                   head_dim=16, hidden_size=144)
     t0, pids = time.monotonic(), []
-    with pytest.raises(RankError, match=r"(?s)rank 1 of 2 failed.*ValueError: rank one refuses"):
-        run_checked(rank_fns.fail_on_rank_one, 2, pids=pids)
+    with pytest.raises(RankError, match=r"(?s)rank 1 of 2 failed.*ValueError: tensor_parallel_"
+                       r"size=2 must divide num_attention_heads=9, num_key_value_heads=3"):
+        run_checked(rank_fns.build_on_rank_one, 2, spec, pids=pids)
     assert time.monotonic() - t0 < 60  # not the collective's 10-minute timeout
     assert len(pids) == 2
 
@@ -49,7 +58,8 @@ def test_ranks_die_with_the_process_that_started_them():
     pid_file = os.path.join(folder, "pid")
     code = ("from tests.distributed import rank_fns\nfrom zipage.distributed import run_ranks\n"
             f"run_ranks(rank_fns.sleep_forever, 2, {pid_file!r})\n")
-    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    # TMPDIR: the killed parent cannot remove its rendezvous directory; the test does.
+    env = {**os.environ, "PYTHONPATH": os.getcwd(), "TMPDIR": folder}
     parent = subprocess.Popen([sys.executable, "-c", code], env=env)
     try:
         deadline = time.monotonic() + 120
@@ -65,6 +75,7 @@ def test_ranks_die_with_the_process_that_started_them():
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(_alive(p) for p in pids), "ranks outlived their parent"
+    shutil.rmtree(folder)
 
 
 def _alive(pid: int) -> bool:

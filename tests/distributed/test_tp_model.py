@@ -19,7 +19,7 @@ from tests.distributed import rank_fns
 from tests.distributed.helpers import run_checked
 from tests.distributed.shards import rebuild
 from tests.engine.tiny_models import random_prompts, tiny_checkpoint, tiny_config
-from zipage.distributed import SINGLE, RankError, TPGroup
+from zipage.distributed import SINGLE, TPGroup
 from zipage.models.decoder import CausalLM
 from zipage.models.loader import resolve, spec_for
 from zipage.models.spec import rank_spec, spec_from_hf_config
@@ -85,7 +85,7 @@ def test_every_rank_samples_the_same_tokens(two_ranks):
 def test_dummy_weights_are_slices_of_the_one_rank_weights(one_rank, two_ranks, cases):
     """Random weights are drawn whole and then sliced: rank shards put back together are the
     TP=1 weights, bit for bit (padding rows zero)."""
-    params = dict(CausalLM(cases["dummy"][0]).named_parameters())  # the layout
+    params = dict(CausalLM(cases["dummy"][0]).named_parameters(remove_duplicate=False))
     for name, full in one_rank["dummy"]["state"].items():
         shards = [r["dummy"]["state"][name] for r in two_ranks]
         assert torch.equal(rebuild(params[name], shards), full), name
@@ -111,15 +111,6 @@ def test_head_counts_that_do_not_split_fail_clearly():
         CausalLM(spec, TPGroup(rank=0, size=8))  # more ranks than heads
     with pytest.raises(ValueError, match="must be >= 1"):
         rank_spec(spec, 0)
-
-
-def test_bad_head_count_fails_on_the_ranks_and_stops_them():
-    """SmolLM2's shape (9 heads, 3 KV heads) at TP=2: the error reaches the caller."""
-    spec = replace(spec_from_hf_config(tiny_config("llama")), num_heads=9, num_kv_heads=3,
-                   head_dim=16, hidden_size=144)
-    with pytest.raises(RankError, match="tensor_parallel_size=2 must divide "
-                                        "num_attention_heads=9, num_key_value_heads=3"):
-        run_checked(rank_fns.build_only, 2, spec)
 
 
 @pytest.mark.slow

@@ -3,7 +3,6 @@ import os
 import warnings
 
 import torch
-from transformers import AutoConfig, AutoTokenizer, PretrainedConfig
 
 from zipage.distributed.group import SINGLE, TPGroup
 from zipage.models.decoder import CausalLM, Rotary
@@ -35,7 +34,10 @@ def resolve(model: str, load_format: str) -> tuple[str, str | None]:
                             f"nor a known name ({', '.join(['smollm2-135m', *HUB_IDS])})")
 
 
-def load_hf_config(path: str, gguf: str | None) -> PretrainedConfig:
+def load_hf_config(path: str, gguf: str | None):
+    """A transformers PretrainedConfig. (transformers is imported here, not by the module:
+    a tensor-parallel rank builds its model from a ModelSpec without it.)"""
+    from transformers import AutoConfig, PretrainedConfig
     if path in SHAPES:
         shape = dict(SHAPES[path])
         return PretrainedConfig(**shape)
@@ -43,6 +45,7 @@ def load_hf_config(path: str, gguf: str | None) -> PretrainedConfig:
 
 
 def load_tokenizer(path: str, gguf: str | None, tokenizer: str | None, vocab_size: int):
+    from transformers import AutoTokenizer
     source = tokenizer or path
     if source in SHAPES:
         return None
