@@ -2,15 +2,21 @@
 
 Parameter names follow Hugging Face checkpoints, so weights load by name, except two fused
 projections (one GEMM instead of three or two, fewer launches in decode): qkv_proj = [q; k; v]
-and gate_up_proj = [gate; up], concatenated at load time by `fuse_checkpoint_state`.
+and gate_up_proj = [gate; up], filled part by part at load time (zipage.models.weights).
+
+With a tensor-parallel group of N ranks, each rank holds num_heads/N query heads and
+num_kv_heads/N KV heads (column-parallel qkv, row-parallel o_proj), 1/N of the MLP columns
+and 1/N of the vocabulary; norms and RoPE are replicated. With N = 1 it is the plain model.
 """
 import torch
 from torch import nn
-import torch.nn.functional as F
 
+from zipage.distributed.group import SINGLE, TPGroup
 from zipage.layers.attention import AttentionMetadata, paged_attention
+from zipage.layers.embedding import ParallelLMHead, VocabParallelEmbedding
+from zipage.layers.linear import ColumnParallelLinear, RowParallelLinear
 from zipage.layers.pointwise import add_rms_norm, op, rms_norm, rotary, silu_mul
-from zipage.models.spec import ModelSpec, rope_inv_freq
+from zipage.models.spec import ModelSpec, rank_spec, rope_inv_freq
 
 
 class RMSNorm(nn.Module):
@@ -40,13 +46,13 @@ class Rotary(nn.Module):
 
 
 class SelfAttention(nn.Module):
-    def __init__(self, spec: ModelSpec):
+    def __init__(self, spec: ModelSpec, tp: TPGroup):
         super().__init__()
         h, hq, hkv, d = spec.hidden_size, spec.num_heads, spec.num_kv_heads, spec.head_dim
-        self.hq, self.hkv, self.d = hq, hkv, d
+        self.hq, self.hkv, self.d = hq // tp.size, hkv // tp.size, d  # this rank's heads
         self.scale = d ** -0.5
-        self.qkv_proj = nn.Linear(h, (hq + 2 * hkv) * d, bias=spec.qkv_bias)
-        self.o_proj = nn.Linear(hq * d, h, bias=False)
+        self.qkv_proj = ColumnParallelLinear(h, [hq * d, hkv * d, hkv * d], spec.qkv_bias, tp)
+        self.o_proj = RowParallelLinear(hq * d, h, tp)
         if spec.qk_norm:
             self.q_norm = RMSNorm(d, spec.rms_norm_eps)
             self.k_norm = RMSNorm(d, spec.rms_norm_eps)
@@ -67,41 +73,24 @@ class SelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, spec: ModelSpec):
+    def __init__(self, spec: ModelSpec, tp: TPGroup):
         super().__init__()
-        self.gate_up_proj = nn.Linear(spec.hidden_size, 2 * spec.intermediate_size, bias=False)
-        self.down_proj = nn.Linear(spec.intermediate_size, spec.hidden_size, bias=False)
+        h, i = spec.hidden_size, spec.intermediate_size
+        self.gate_up_proj = ColumnParallelLinear(h, [i, i], False, tp)
+        self.down_proj = RowParallelLinear(i, h, tp)
 
     def forward(self, x):
         gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
         return self.down_proj(op(silu_mul, gate)(gate, up))
 
 
-FUSED = {"self_attn.qkv_proj": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
-         "mlp.gate_up_proj": ("mlp.gate_proj", "mlp.up_proj")}
-
-
-def fuse_checkpoint_state(state: dict) -> dict:
-    """Hugging Face tensor names -> this model's: per layer, q/k/v and gate/up are
-    concatenated along the output dim (weights and biases). Other names pass through."""
-    state = dict(state)
-    for name in [k for k in state if k.endswith(".self_attn.q_proj.weight")]:
-        prefix = name[:-len("self_attn.q_proj.weight")]
-        for fused, parts in FUSED.items():
-            for kind in ("weight", "bias"):
-                keys = [f"{prefix}{p}.{kind}" for p in parts]
-                if all(k in state for k in keys):
-                    state[f"{prefix}{fused}.{kind}"] = torch.cat([state.pop(k) for k in keys])
-    return state
-
-
 class DecoderLayer(nn.Module):
-    def __init__(self, spec: ModelSpec):
+    def __init__(self, spec: ModelSpec, tp: TPGroup):
         super().__init__()
         self.input_layernorm = RMSNorm(spec.hidden_size, spec.rms_norm_eps)
-        self.self_attn = SelfAttention(spec)
+        self.self_attn = SelfAttention(spec, tp)
         self.post_attention_layernorm = RMSNorm(spec.hidden_size, spec.rms_norm_eps)
-        self.mlp = MLP(spec)
+        self.mlp = MLP(spec, tp)
 
     def forward(self, x, residual, positions, rotary, meta):
         """Returns (output before the residual add, residual stream): adds are fused into norms."""
@@ -112,22 +101,23 @@ class DecoderLayer(nn.Module):
 
 
 class Backbone(nn.Module):
-    def __init__(self, spec: ModelSpec):
+    def __init__(self, spec: ModelSpec, tp: TPGroup):
         super().__init__()
-        self.embed_tokens = nn.Embedding(spec.vocab_size, spec.hidden_size)
-        self.layers = nn.ModuleList(DecoderLayer(spec) for _ in range(spec.num_layers))
+        self.embed_tokens = VocabParallelEmbedding(spec.vocab_size, spec.hidden_size, tp)
+        self.layers = nn.ModuleList(DecoderLayer(spec, tp) for _ in range(spec.num_layers))
         self.norm = RMSNorm(spec.hidden_size, spec.rms_norm_eps)
 
 
 class CausalLM(nn.Module):
-    def __init__(self, spec: ModelSpec):
+    def __init__(self, spec: ModelSpec, tp: TPGroup = SINGLE):
         super().__init__()
-        self.spec = spec
-        self.model = Backbone(spec)
+        self.spec = spec  # the whole model's architecture
+        self.rank_spec = rank_spec(spec, tp.size)  # this rank's heads: sizes its caches
+        self.tp = tp
+        self.model = Backbone(spec, tp)
         self.rotary = Rotary(spec)
-        self.lm_head = nn.Linear(spec.hidden_size, spec.vocab_size, bias=False)
-        if spec.tie_word_embeddings:
-            self.lm_head.weight = self.model.embed_tokens.weight
+        tied = self.model.embed_tokens if spec.tie_word_embeddings else None
+        self.lm_head = ParallelLMHead(spec.vocab_size, spec.hidden_size, tp, tied)
 
     def forward(self, input_ids, positions, meta: AttentionMetadata):
         """input_ids, positions (T,) -> hidden states (T, hidden)."""
@@ -137,4 +127,5 @@ class CausalLM(nn.Module):
         return self.model.norm(x, residual)[0]
 
     def logits(self, hidden):
-        return self.lm_head(hidden).float()
+        """(T, hidden) -> (T, vocab) float32, the full vocabulary on every rank."""
+        return self.lm_head(hidden)

@@ -1,14 +1,14 @@
 """Build a model and tokenizer from a name, a checkpoint folder, a GGUF file, or a shape."""
-import glob
 import os
 import warnings
 
 import torch
-from transformers import AutoConfig, AutoTokenizer, PretrainedConfig
 
-from zipage.models.decoder import CausalLM, Rotary, fuse_checkpoint_state
+from zipage.distributed.group import SINGLE, TPGroup
+from zipage.models.decoder import CausalLM, Rotary
 from zipage.models.presets import HUB_IDS, SHAPES, smollm2_gguf_path
 from zipage.models.spec import ModelSpec, spec_from_hf_config
+from zipage.models.weights import checkpoint_tensors, init_dummy, load_checkpoint
 
 
 def resolve(model: str, load_format: str) -> tuple[str, str | None]:
@@ -34,7 +34,10 @@ def resolve(model: str, load_format: str) -> tuple[str, str | None]:
                             f"nor a known name ({', '.join(['smollm2-135m', *HUB_IDS])})")
 
 
-def load_hf_config(path: str, gguf: str | None) -> PretrainedConfig:
+def load_hf_config(path: str, gguf: str | None):
+    """A transformers PretrainedConfig. (transformers is imported here, not by the module:
+    a tensor-parallel rank builds its model from a ModelSpec without it.)"""
+    from transformers import AutoConfig, PretrainedConfig
     if path in SHAPES:
         shape = dict(SHAPES[path])
         return PretrainedConfig(**shape)
@@ -42,6 +45,7 @@ def load_hf_config(path: str, gguf: str | None) -> PretrainedConfig:
 
 
 def load_tokenizer(path: str, gguf: str | None, tokenizer: str | None, vocab_size: int):
+    from transformers import AutoTokenizer
     source = tokenizer or path
     if source in SHAPES:
         return None
@@ -58,47 +62,22 @@ def load_tokenizer(path: str, gguf: str | None, tokenizer: str | None, vocab_siz
     return tok
 
 
-def _checkpoint_state(path: str, gguf: str | None) -> dict[str, torch.Tensor]:
-    if gguf:
-        from transformers import AutoModelForCausalLM  # dequantizes GGUF tensors
-        hf = AutoModelForCausalLM.from_pretrained(path, gguf_file=gguf, dtype=torch.float32)
-        return hf.state_dict()
-    from safetensors import safe_open
-    files = sorted(glob.glob(os.path.join(path, "*.safetensors")))
-    if not files:
-        raise FileNotFoundError(f"no *.safetensors weights in {path}")
-    state = {}
-    for f in files:
-        with safe_open(f, "pt") as st:
-            for name in st.keys():
-                state[name] = st.get_tensor(name)
-    return state
-
-
 def build_model(spec: ModelSpec, path: str, gguf: str | None, load_format: str,
-                dtype: torch.dtype, device: torch.device, seed: int = 0) -> CausalLM:
+                dtype: torch.dtype, device: torch.device, seed: int = 0,
+                tp: TPGroup = SINGLE) -> CausalLM:
+    """The model, or with a tensor-parallel group this rank's share of it."""
     torch.manual_seed(seed)
     default_dtype = torch.get_default_dtype()
     torch.set_default_dtype(dtype)  # build in the target dtype: no full-precision copy
     try:
         with torch.device(device):
-            model = CausalLM(spec)
+            model = CausalLM(spec, tp)
     finally:
         torch.set_default_dtype(default_dtype)
     if load_format == "dummy":
-        for p in model.parameters():  # small weights keep a deep random model finite in bf16
-            if p.dim() > 1:
-                p.data.normal_(0.0, 0.02)
+        init_dummy(model, seed)
     else:
-        state = _checkpoint_state(path, gguf)
-        state = fuse_checkpoint_state({k: v for k, v in state.items() if "rotary_emb" not in k})
-        if spec.tie_word_embeddings:
-            state.pop("lm_head.weight", None)
-        missing, unexpected = model.load_state_dict(state, strict=False)
-        missing = [k for k in missing if not (spec.tie_word_embeddings and k == "lm_head.weight")]
-        if missing or unexpected:
-            raise ValueError(f"checkpoint {path} does not fit {spec.arch}: "
-                             f"missing {missing[:5]}, unexpected {unexpected[:5]}")
+        load_checkpoint(model, checkpoint_tensors(path, gguf), path)
     with torch.device(device):
         model.rotary = Rotary(spec)  # RoPE tables stay float32 whatever the model dtype
     return model.eval()

@@ -2,7 +2,7 @@
 import math
 
 import torch
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 SUPPORTED_ARCHITECTURES = {
     "LlamaForCausalLM": "llama",
@@ -28,6 +28,9 @@ class ModelSpec:
     tie_word_embeddings: bool
     qkv_bias: bool
     qk_norm: bool
+    # 1: the whole model. N: one rank's share of N (see rank_spec): heads, KV heads and MLP
+    # columns are that rank's; the vocabulary stays whole (logits are gathered).
+    tp_size: int = 1
 
 
 def _rope_settings(hf) -> tuple[float, dict | None]:
@@ -71,6 +74,27 @@ def spec_from_hf_config(hf) -> ModelSpec:
         qkv_bias=arch == "qwen2" or bool(getattr(hf, "attention_bias", False)),
         qk_norm=arch == "qwen3",
     )
+
+
+def rank_spec(spec: ModelSpec, tp_size: int) -> ModelSpec:
+    """What each of `tp_size` ranks holds: it is what sizes one rank's KV cache, query ring
+    and compression buffers. Each rank keeps whole heads, so it scores and compresses its own
+    KV heads with no cross-rank traffic."""
+    if tp_size == 1:
+        return spec
+    if tp_size < 1:
+        raise ValueError(f"tensor_parallel_size must be >= 1, got {tp_size}")
+    problems = [f"{name}={n}" for name, n in (
+        ("num_attention_heads", spec.num_heads), ("num_key_value_heads", spec.num_kv_heads),
+        ("intermediate_size", spec.intermediate_size)) if n % tp_size]
+    if problems:
+        hint = (" (replicating KV heads over ranks is not supported)"
+                if tp_size > spec.num_kv_heads else "")
+        raise ValueError(f"tensor_parallel_size={tp_size} must divide {', '.join(problems)} "
+                         f"of this {spec.arch} model{hint}")
+    return replace(spec, num_heads=spec.num_heads // tp_size,
+                   num_kv_heads=spec.num_kv_heads // tp_size,
+                   intermediate_size=spec.intermediate_size // tp_size, tp_size=tp_size)
 
 
 def rope_inv_freq(spec: ModelSpec) -> torch.Tensor:
