@@ -1,4 +1,4 @@
-"""Random compression batches with poisoned caches, covering the aliasing cases of spec §4.4.
+"""Random compression batches with poisoned caches: the aliasing cases of docs/method.md §7.
 
 Request kinds (C retained blocks, N = C + 1 target blocks):
   "compressed": already compressed, n = N * b, num_history = C * b, target = source table

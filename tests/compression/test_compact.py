@@ -1,4 +1,4 @@
-"""Compaction (spec §4.4): the four aliasing cases, shared prefixes, padded batches."""
+"""Compaction (docs/method.md §7): the four aliasing cases, shared prefixes, padded batches."""
 import pytest
 import torch
 from compression_scene import MIXED, expected_compaction, make_scene

@@ -1,4 +1,4 @@
-"""Final score (spec §5.2-5.8) and top-K selection."""
+"""Final score (docs/method.md §6.2-6.8) and top-K selection."""
 import pytest
 import torch
 from compression_scene import MIXED, make_scene
@@ -47,7 +47,7 @@ def test_kernel_matches_reference(triton_cpu, glob, pool, every, red, sink):
 
 
 def _naive(A, rho, sc, s, l, h, n, cfg):
-    """Loop version of spec §5.2-5.8 for one (layer, request, head)."""
+    """Loop version of docs/method.md §6.2-6.8 for one (layer, request, head)."""
     bt, (decay, k, every, red, w, T, sink) = sc.batch, cfg
     nh = int(bt.num_history[s])
     hist = gather_positions(sc.sc, bt.block_tables[s], nh)[l, :, h].tolist()

@@ -1,4 +1,4 @@
-"""Redundancy sums (spec §5.5, §5.6): kernel vs reference, reference vs the definition."""
+"""Redundancy sums (docs/method.md §6.5, §6.6): kernel vs reference, reference vs definition."""
 import pytest
 import torch
 from compression_scene import MIXED, make_scene

@@ -1,4 +1,4 @@
-"""Attention score (spec §5.1): Triton kernel vs reference, reference vs a naive loop."""
+"""Attention score (docs/method.md §6.1): Triton kernel vs reference, reference vs a naive loop."""
 import math
 
 import pytest

@@ -1,5 +1,4 @@
-"""Compressed PagedAttention inside the engine: the invariants of docs/method.md (engine
-invariants; the Zipage method's Appendix A)."""
+"""Compressed PagedAttention inside the engine: the invariants of docs/method.md §15."""
 import pytest
 import torch
 

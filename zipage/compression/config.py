@@ -1,4 +1,4 @@
-"""Switches and constants of the eviction score (method spec §5)."""
+"""Switches and constants of the eviction score (docs/method.md §6)."""
 from dataclasses import dataclass
 
 REDUNDANCY_MODES = ("none", "raw", "lightning")

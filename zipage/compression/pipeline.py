@@ -1,4 +1,4 @@
-"""Score and compact a batch of requests, layer chunk by layer chunk (method spec §5.9).
+"""Score and compact a batch of requests, layer chunk by layer chunk (docs/method.md §7).
 
 Per chunk of layers: attention score -> (redundancy) -> final score (global score, pooling,
 mix, forced keeps) -> top-K mask -> compaction of K, V and the global score. Transient memory

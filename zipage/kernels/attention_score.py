@@ -1,4 +1,4 @@
-"""Attention score of the observation window over a request's paged keys (method spec §5.1).
+"""Attention score of the observation window over a request's paged keys (docs/method.md §6.1).
 
     A[l, s, h, j] = (1/W) sum_r max_{g in group(h)} softmax_j(q[l, slot_s, r, g] . k_j / sqrt(D))
 

@@ -1,4 +1,4 @@
-"""Compaction of kept KV (and global score) into the target blocks (method spec §4.4).
+"""Compaction of kept KV (and global score) into the target blocks (docs/method.md §7).
 
 For each (layer, request, KV head) the kept slots j (in increasing order) move to target
 positions p = 0, 1, ... (block target[p // b], offset p % b). One program per

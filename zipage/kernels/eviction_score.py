@@ -1,4 +1,4 @@
-"""Final eviction score: global score, pooling, redundancy mix, forced keeps (spec §5.2-5.8).
+"""Eviction score: global score, pooling, redundancy mix, forced keeps (docs/method.md §6.2-6.8).
 
 Per (layer, request, KV head), over physical slots j < phys_len = n:
 
@@ -10,7 +10,7 @@ Per (layer, request, KV head), over physical slots j < phys_len = n:
 
 S is returned rather than written to the score cache here: compaction stores S[j] straight
 into the kept token's target slot. This keeps S free of in-place read/write hazards between
-neighbouring pooled slots and never writes into shared prefix blocks (reference bug §13.1.8).
+neighbouring pooled slots and never writes into shared prefix blocks (docs/method.md §13).
 """
 import torch
 import torch.nn.functional as F_

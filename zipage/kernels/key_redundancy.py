@@ -1,4 +1,4 @@
-"""Key redundancy sums rho (method spec §5.5 raw, §5.6 lightning).
+"""Key redundancy sums rho (docs/method.md §6.5 raw, §6.6 lightning).
 
 With unit keys u_j = k_j / max(|k_j|, 1e-6) (rounded to the cache dtype), c(i, j) = u_i . u_j
 over valid pairs i != j (lightning: only pairs in the same physical block), and
