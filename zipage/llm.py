@@ -2,17 +2,15 @@
 import time
 
 import torch
-from tqdm.auto import tqdm
 
 from zipage.config import EngineConfig
-from zipage.engine.block_manager import BlockManager
-from zipage.engine.scheduler import Scheduler, SchedulerConfig
-from zipage.engine.sequence import Sequence
+from zipage.engine.llm_engine import InvalidRequest, LLMEngine
+from zipage.engine.progress import Progress
 from zipage.models.loader import build_model, load_hf_config, load_tokenizer, resolve
 from zipage.models.spec import spec_from_hf_config
-from zipage.outputs import CompletionOutput, GenerateStats, RequestOutput
-from zipage.worker.model_runner import ModelRunner
+from zipage.outputs import GenerateStats, RequestOutput
 from zipage.sampling_params import SamplingParams
+from zipage.worker.model_runner import ModelRunner
 
 
 class LLM:
@@ -27,21 +25,11 @@ class LLM:
         self.max_model_len = self._max_model_len()
         self.eos_token_ids = self._eos_ids(hf_config)
         model_obj = build_model(self.spec, path, gguf, cfg.load_format, self.dtype, self.device, cfg.seed)
-        self.runner = ModelRunner(cfg, model_obj, self.device, self.dtype, self.max_model_len)
-        self.runner.eos_token_ids = self.eos_token_ids
-        plan = self.runner.plan
-        self.num_kv_blocks = plan.num_blocks
-        print(plan.describe(cfg.block_size, self.max_model_len, cfg.num_kept_blocks))
-        # A compressed request scores with the queries of its own last W tokens: cache hits
-        # must leave those to compute (spec §9 forces a miss on the last block for this).
-        recompute = cfg.observation_window if cfg.budget is not None else 1
-        self.block_manager = BlockManager(plan.num_blocks, cfg.block_size,
-                                          cfg.enable_prefix_caching, recompute)
-        self.scheduler = Scheduler(SchedulerConfig(
-            block_size=cfg.block_size, max_num_seqs=cfg.max_num_seqs,
-            max_num_batched_tokens=cfg.max_num_batched_tokens, max_model_len=self.max_model_len,
-            num_kept_blocks=cfg.num_kept_blocks, num_query_slots=plan.num_query_slots),
-            self.block_manager)
+        runner = ModelRunner(cfg, model_obj, self.device, self.dtype, self.max_model_len,
+                             self.eos_token_ids)
+        print(runner.plan.describe(cfg.block_size, self.max_model_len, cfg.num_kept_blocks))
+        self.engine = LLMEngine(cfg, runner, self.tokenizer, self.eos_token_ids,
+                                self.max_model_len, self.spec.vocab_size)
         self.last_stats = GenerateStats()
 
     def _max_model_len(self) -> int:
@@ -59,14 +47,11 @@ class LLM:
             ids.add(self.tokenizer.eos_token_id)
         return ids
 
-    def shutdown(self) -> None:
-        """Release the model, KV cache and CUDA graphs now (before building another engine)."""
-        import gc
-        self.runner = None
-        self.block_manager = self.scheduler = None
-        gc.collect()
-        if self.device.type == "cuda":
-            torch.cuda.empty_cache()
+    # Parts of the engine that benchmarks and tests look at.
+    runner = property(lambda self: self.engine.runner)
+    scheduler = property(lambda self: self.engine.scheduler)
+    block_manager = property(lambda self: self.engine.block_manager)
+    num_kv_blocks = property(lambda self: self.engine.block_manager.num_blocks)
 
     @property
     def max_concurrency(self) -> int:
@@ -74,37 +59,81 @@ class LLM:
         per_request = c + 1 if c is not None else -(-self.max_model_len // self.config.block_size)
         return min(self.config.max_num_seqs, self.num_kv_blocks // per_request)
 
-    # -- requests -----------------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Release the model, KV cache and CUDA graphs now (before building another engine)."""
+        import gc
+        self.engine = None
+        gc.collect()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
     def _encode(self, prompt) -> list[int]:
         if isinstance(prompt, str):
             if self.tokenizer is None:
                 raise ValueError("this model has no tokenizer: pass prompts as token-id lists")
             return self.tokenizer(prompt).input_ids
-        return [int(t) for t in prompt]
-
-    def _check_prompt(self, ids: list[int]) -> str | None:
-        if not ids:
-            return "empty prompt"
-        if len(ids) >= self.max_model_len:
-            return (f"prompt has {len(ids)} tokens but max_model_len is {self.max_model_len} "
-                    f"(no room to generate)")
-        need = -(-(len(ids) + 1) // self.config.block_size)
-        if need > self.num_kv_blocks:
-            return f"prompt needs {need} KV blocks but the pool has {self.num_kv_blocks}"
-        return None
-
-    def _seed(self, params: SamplingParams, prompt_index: int, sample_index: int) -> int:
-        if params.seed is not None:
-            return params.seed + sample_index
-        return (self.config.seed * 1_000_003 + prompt_index * 7919 + sample_index) & 0x7FFFFFFF
+        if not isinstance(prompt, (list, tuple)):
+            raise InvalidRequest(f"a prompt is a string or a list of token ids, not "
+                                 f"{type(prompt).__name__}")
+        return list(prompt)  # the engine checks that these are token ids
 
     def generate(self, prompts, sampling_params=None, use_tqdm: bool = True, on_sample=None):
-        """Run all prompts to completion; see docs/design.md ("Public API")."""
+        """Run all prompts to completion; see docs/design.md ("Public API").
+
+        If it is interrupted or fails, the engine drops every request (all KV blocks free)
+        and stays usable; samples already passed to ``on_sample`` are all that is kept.
+        """
         if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)):
             prompts = [prompts]
         params = sampling_params or SamplingParams()
         params = list(params) if isinstance(params, (list, tuple)) else [params] * len(prompts)
         if len(params) != len(prompts):
             raise ValueError(f"{len(prompts)} prompts but {len(params)} sampling params")
-        from zipage.engine.loop import run_requests
-        return run_requests(self, prompts, params, use_tqdm, on_sample)
+        if not all(isinstance(p, SamplingParams) for p in params):
+            raise TypeError("sampling_params must be SamplingParams or a list of them")
+        engine, start = self.engine, time.perf_counter()
+        engine.reset_stats()
+        preemptions0, compressions0 = engine.scheduler.num_preemptions, engine.scheduler.num_compressions
+        results, progress = [], None
+        try:
+            for i, (prompt, p) in enumerate(zip(prompts, params)):
+                results.append(RequestOutput(i, prompt if isinstance(prompt, str) else None, [], []))
+                try:
+                    results[i].prompt_token_ids = self._encode(prompt)
+                    engine.add_request(i, results[i].prompt_token_ids, p, arrival_time=start)
+                except InvalidRequest as e:
+                    results[i].error = str(e)
+            num_samples = sum(p.n for r, p in zip(results, params) if r.error is None)
+            progress = Progress(engine, num_samples, start, enabled=use_tqdm)
+            while engine.has_unfinished:
+                for request_id, completion in engine.step():
+                    results[request_id].outputs.append(completion)
+                    progress.sample_done(len(completion.token_ids))
+                    if on_sample is not None:
+                        on_sample(request_id, completion)
+                progress.refresh()
+        except BaseException:
+            engine.abort_all()
+            raise
+        finally:
+            if progress is not None:
+                progress.close()
+        self.last_stats = self._stats(start, results, preemptions0, compressions0)
+        for r in results:
+            r.outputs.sort(key=lambda c: c.index)
+        return results
+
+    def _stats(self, start: float, results, preemptions0: int, compressions0: int) -> GenerateStats:
+        e, s = self.engine.stats, self.engine.scheduler
+        done = [c for r in results for c in r.outputs]
+        return GenerateStats(
+            wall_time_s=time.perf_counter() - start,
+            num_prompt_tokens=sum(len(r.prompt_token_ids) * len(r.outputs) for r in results),
+            num_output_tokens=sum(len(c.token_ids) for c in done),
+            num_steps=e.num_steps, peak_running=e.peak_running,
+            mean_running=e.sum_running / max(e.num_steps, 1),
+            num_preemptions=s.num_preemptions - preemptions0,
+            num_compressions=s.num_compressions - compressions0,
+            compression_time_s=e.compression_time_s, num_kv_blocks=self.num_kv_blocks,
+            max_concurrency=self.max_concurrency, schedule_time_s=e.schedule_time_s,
+            execute_time_s=e.execute_time_s)

@@ -23,7 +23,7 @@ def _run(folder, prompts, params, **options):
                        for c in r.outputs] for r in res]
         preemptions[mode] = llm.last_stats.num_preemptions
         assert llm.block_manager.num_free_blocks == llm.num_kv_blocks  # nothing leaked
-        assert not llm.scheduler.has_unfinished and not llm.runner.teacher_records
+        assert not llm.scheduler.has_unfinished and not llm.scheduler.running
     return outs, preemptions
 
 

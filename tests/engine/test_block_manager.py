@@ -12,9 +12,14 @@ def make_seq(tokens):
 
 def grow(bm, seq, n):
     """Allocate and mark ``n`` more tokens as computed (what a scheduled step does)."""
-    bm.append_slots(seq, n)
-    bm.register_full_blocks(seq, seq.num_computed + n)
+    assert bm.allocate_slots(seq, n)
     seq.num_computed += n
+
+
+def take_prefix(bm, seq):
+    """Admit a new request with its cached prefix (nothing new to compute yet): hit tokens."""
+    assert bm.allocate_slots(seq, 0, bm.find_cached_prefix(seq))
+    return seq.num_computed
 
 
 def test_allocation_takes_blocks_in_free_queue_order():
@@ -42,12 +47,12 @@ def test_prefix_hit_shares_full_blocks_and_leaves_one_token_to_compute():
     first = make_seq(list(range(9)))
     grow(bm, first, 9)
     second = make_seq(list(range(8)) + [99, 98])
-    assert bm.allocate_prefix(second) == 8
+    assert take_prefix(bm, second) == 8
     assert second.block_table == [0, 1]
     assert bm.blocks[0].ref_count == 2 and bm.blocks[1].ref_count == 2
     # A prompt that is entirely cached still computes its last block (it needs logits).
     third = make_seq(list(range(8)))
-    assert bm.allocate_prefix(third) == 4
+    assert take_prefix(bm, third) == 4
     assert third.block_table == [0]
     assert bm.blocks[0].ref_count == 3
 
@@ -58,10 +63,10 @@ def test_hits_leave_the_window_to_compute_when_compressing():
     first = make_seq(list(range(13)))
     grow(bm, first, 13)  # blocks 0-2 full and hashed
     second = make_seq(list(range(13)))
-    assert bm.allocate_prefix(second) == 8  # 13 - 5 = 8 tokens: blocks 0 and 1 only
+    assert take_prefix(bm, second) == 8  # 13 - 5 = 8 tokens: blocks 0 and 1 only
     assert second.block_table == first.block_table[:2]
     third = make_seq(list(range(12)))
-    assert bm.allocate_prefix(third) == 4  # 12 - 5 = 7 tokens: one whole block
+    assert take_prefix(bm, third) == 4  # 12 - 5 = 7 tokens: one whole block
 
 
 def test_hit_on_a_freed_cached_block_takes_it_back_from_the_free_queue():
@@ -71,7 +76,7 @@ def test_hit_on_a_freed_cached_block_takes_it_back_from_the_free_queue():
     bm.free(first)
     assert list(bm.free_queue) == [3, 2, 1, 0]
     again = make_seq(list(range(8)) + [5])
-    assert bm.allocate_prefix(again) == 8
+    assert take_prefix(bm, again) == 8
     assert again.block_table == [0, 1]
     assert list(bm.free_queue) == [3, 2]
 
@@ -84,14 +89,14 @@ def test_reused_free_block_loses_its_hash():
     other = make_seq([9, 9, 9, 9, 9, 9, 9, 9, 9])
     grow(bm, other, 8)
     assert other.block_table == [1, 0]
-    assert bm.allocate_prefix(make_seq([1, 2, 3, 4, 5])) == 0
+    assert bm.find_cached_prefix(make_seq([1, 2, 3, 4, 5])) == []
 
 
 def test_no_prefix_caching_means_no_hits():
     bm = BlockManager(num_blocks=8, block_size=B, enable_prefix_caching=False)
     first = make_seq(list(range(9)))
     grow(bm, first, 9)
-    assert bm.allocate_prefix(make_seq(list(range(9)))) == 0
+    assert bm.find_cached_prefix(make_seq(list(range(9)))) == []
 
 
 def test_compression_plan_in_place_and_with_shared_prefix():
@@ -99,7 +104,7 @@ def test_compression_plan_in_place_and_with_shared_prefix():
     owner = make_seq(list(range(13)))
     grow(bm, owner, 13)  # blocks [0..3], 3 full hashed blocks
     sharer = make_seq(list(range(8)) + [50] * 9)
-    assert bm.allocate_prefix(sharer) == 8  # shares blocks 0, 1
+    assert take_prefix(bm, sharer) == 8  # shares blocks 0, 1
     grow(bm, sharer, 9)
     assert sharer.block_table == [0, 1, 4, 5, 6]
     target, release = bm.plan_compression(sharer, num_kept_blocks=2)
@@ -120,7 +125,45 @@ def test_compression_plan_fails_without_free_blocks_for_shared_prefix():
     owner = make_seq(list(range(9)))
     grow(bm, owner, 9)
     sharer = make_seq(list(range(8)) + [1, 1, 1, 1])
-    bm.allocate_prefix(sharer)
-    grow(bm, sharer, 4)
+    assert bm.allocate_slots(sharer, 4, bm.find_cached_prefix(sharer))
+    sharer.num_computed += 4
     assert bm.num_free_blocks == 1
     assert bm.plan_compression(sharer, num_kept_blocks=1) is None
+
+
+def test_allocate_slots_changes_nothing_when_the_pool_is_short():
+    """One call checks, takes the cached prefix and fresh blocks, and hashes; or does nothing."""
+    bm = BlockManager(num_blocks=4, block_size=B)
+    first = make_seq(list(range(9)))
+    grow(bm, first, 9)  # blocks 0-2, 0 and 1 hashed
+    bm.free(first)  # all free again, 0 and 1 still cached: queue [3, 2, 1, 0]
+    again = make_seq(list(range(8)) + [1] * 12)
+    cached = bm.find_cached_prefix(again)
+    assert cached == [0, 1] and bm.blocks[0].ref_count == 0  # a lookup takes nothing
+    # 8 cached + 12 new tokens = 5 blocks: the two cached ones come from the free queue too.
+    assert not bm.allocate_slots(again, 12, cached)
+    assert again.block_table == [] and again.num_computed == 0 and bm.num_free_blocks == 4
+    assert bm.allocate_slots(again, 8, cached)
+    assert again.block_table == [0, 1, 3, 2] and again.num_computed == 8
+    assert bm.num_hit_tokens == 8 and bm.num_free_blocks == 0
+
+
+def test_a_block_is_hashed_only_once_its_tokens_are_known():
+    """With asynchronous scheduling the last input token may still be on the device."""
+    bm = BlockManager(num_blocks=4, block_size=B)
+    seq = make_seq([1, 2, 3])
+    grow(bm, seq, 3)
+    seq.num_placeholders = 1  # token 3 sampled, not on the host yet
+    grow(bm, seq, 1)  # the block is full, but its last id is unknown
+    assert bm.blocks[0].hash is None
+    seq.append_token(4)
+    grow(bm, seq, 1)
+    assert bm.blocks[0].hash is not None and bm.hash_to_block[bm.blocks[0].hash] == 0
+
+
+def test_reset_frees_and_forgets_everything():
+    bm = BlockManager(num_blocks=4, block_size=B)
+    grow(bm, make_seq(list(range(9))), 9)
+    bm.reset()
+    assert bm.num_free_blocks == 4 and not bm.hash_to_block
+    assert bm.find_cached_prefix(make_seq(list(range(9)))) == []

@@ -1,4 +1,5 @@
-"""Compressed PagedAttention inside the engine: the invariants of method spec Appendix A."""
+"""Compressed PagedAttention inside the engine: the invariants of docs/method.md (engine
+invariants; the Zipage method's Appendix A)."""
 import pytest
 import torch
 
@@ -43,13 +44,13 @@ def test_block_cap_window_and_positions_over_a_long_generation(folder):
     runner, compressor = llm.runner, llm.runner.compressor
     prompts = random_prompts([5, 30, 70, 150], vocab=384, seed=3)
     seen = {"compressions": 0, "steps": 0}
-    original_run, original_execute = compressor.run, runner.execute
+    original_run, original_launch = compressor.run, runner.launch
 
     def checked_run(tasks):
         before = []
         for t in tasks:
             assert t.phys_len >= (C + 1) * B and len(t.target_table) == C + 1
-            pos = sorted(window_positions(t.seq.num_computed, t.phys_len, W))
+            pos = sorted(window_positions(t.num_computed, t.phys_len, W))
             assert pos == list(range(t.phys_len - W, t.phys_len))
             slots = [t.old_table[p // B] * B + p % B for p in pos]
             before.append(runner.kv_cache.flatten(2, 3)[:, :, slots].clone())
@@ -60,16 +61,16 @@ def test_block_cap_window_and_positions_over_a_long_generation(folder):
             assert torch.equal(after, window_kv), "the observation window must survive in order"
         seen["compressions"] += len(tasks)
 
-    def checked_execute(out):
-        for seq, n in zip(out.seqs, out.num_new_tokens):
-            if seq.num_compressions or any(t.seq is seq for t in out.compressions):
-                assert len(seq.block_table) <= C + 1
-                assert seq.phys_len + n <= (C + 1) * B
-                assert seq.num_computed > seq.phys_len  # RoPE positions are logical
+    def checked_launch(step, previous=None):
+        for sid, row in step.requests.items():
+            if sid in step.compressions or row.start > row.phys_start:  # compressed
+                assert len(row.block_table) <= C + 1
+                assert row.phys_start + row.num_tokens <= (C + 1) * B
+                assert row.start > row.phys_start  # RoPE positions are logical
         seen["steps"] += 1
-        return original_execute(out)
+        return original_launch(step, previous)
 
-    compressor.run, runner.execute = checked_run, checked_execute
+    compressor.run, runner.launch = checked_run, checked_launch
     outs = llm.generate(prompts, SamplingParams(max_tokens=420, **GREEDY), use_tqdm=False)
     assert [len(o.token_ids) for o in outs] == [420] * 4
     assert [o.metrics["num_compressions"] for o in outs] == [expected_compressions(len(p), 420) for p in prompts]
@@ -90,10 +91,10 @@ def test_shared_prefix_blocks_are_never_overwritten_and_compressed_requests_neve
     preempted = []
     original = llm.scheduler._preempt
 
-    def record(seq):
-        assert seq.num_compressions == 0, "compressed KV is lossy: never recompute it"
+    def record(seq, out):
+        assert not seq.is_compressed, "compressed KV is lossy: never recompute it"
         preempted.append(seq.seq_id)
-        original(seq)
+        original(seq, out)
 
     llm.scheduler._preempt = record
     outs = llm.generate(prompts, SamplingParams(max_tokens=120, **GREEDY), use_tqdm=False)

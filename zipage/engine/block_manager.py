@@ -7,7 +7,7 @@ from collections import OrderedDict
 
 import xxhash
 
-from zipage.engine.sequence import PENDING, Sequence
+from zipage.engine.sequence import Sequence
 
 
 def chain_hash(prev_hash: int | None, token_ids: list[int]) -> int:
@@ -29,8 +29,8 @@ class Block:
 class BlockManager:
     def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True,
                  min_recomputed_tokens: int = 1):
-        """min_recomputed_tokens: prompt tokens a cache hit always leaves to compute (1 gives
-        logits; with compression, W puts the request's own last W queries in its window)."""
+        """min_recomputed_tokens: tokens a cache hit always leaves to compute (1 gives logits;
+        with compression, W + 1 puts the request's own queries in its observation window)."""
         self.block_size = block_size
         self.enable_prefix_caching = enable_prefix_caching
         self.min_recomputed_tokens = max(1, min_recomputed_tokens)
@@ -38,6 +38,10 @@ class BlockManager:
         self.free_queue: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))
         self.hash_to_block: dict[int, int] = {}
         self.num_hit_tokens = 0  # prefix-cache hits, for reports and tests
+
+    @property
+    def num_blocks(self) -> int:
+        return len(self.blocks)
 
     @property
     def num_free_blocks(self) -> int:
@@ -48,6 +52,43 @@ class BlockManager:
         return max(0, need - len(seq.block_table))
 
     # -- allocation ---------------------------------------------------------------------
+    def find_cached_prefix(self, seq: Sequence) -> list[int]:
+        """Cached blocks holding the request's leading tokens (a lookup: nothing is taken).
+
+        At least `min_recomputed_tokens` of the tokens to compute are always left out.
+        """
+        if not self.enable_prefix_caching:
+            return []
+        b, prev, hits = self.block_size, None, []
+        for i in range(max(0, seq.compute_target - self.min_recomputed_tokens) // b):
+            tokens = seq.token_ids[i * b:(i + 1) * b]
+            prev = chain_hash(prev, tokens)
+            block_id = self.hash_to_block.get(prev)
+            if block_id is None or self.blocks[block_id].token_ids != tokens:
+                break
+            hits.append(block_id)
+        return hits
+
+    def allocate_slots(self, seq: Sequence, num_new_tokens: int,
+                       cached_blocks: list[int] = ()) -> bool:
+        """Room for ``num_new_tokens`` more tokens of ``seq``, in one call: check, take the
+        cached prefix blocks (a new request) and fresh blocks, and hash the blocks that this
+        step fills. Returns False, changing nothing, when the pool is short."""
+        num_cached = len(cached_blocks) * self.block_size
+        need = self.blocks_needed(seq, num_cached + num_new_tokens) - len(cached_blocks)
+        reclaimed = sum(self.blocks[i].ref_count == 0 for i in cached_blocks)  # cached but free
+        if max(need, 0) + reclaimed > self.num_free_blocks:
+            return False
+        if cached_blocks:
+            assert not seq.block_table and seq.num_computed == 0
+            seq.block_table = [self._take(i) for i in cached_blocks]
+            seq.num_computed = num_cached
+            self.num_hit_tokens += num_cached
+        for _ in range(need):
+            seq.block_table.append(self._take_fresh())
+        self._cache_full_blocks(seq, seq.num_computed + num_new_tokens)
+        return True
+
     def _take(self, block_id: int) -> int:
         block = self.blocks[block_id]
         if block.ref_count == 0:
@@ -57,11 +98,13 @@ class BlockManager:
 
     def _take_fresh(self) -> int:
         block_id = next(iter(self.free_queue))
-        block = self.blocks[block_id]
-        if block.hash is not None and self.hash_to_block.get(block.hash) == block_id:
+        self._forget_hash(self.blocks[block_id])
+        return self._take(block_id)
+
+    def _forget_hash(self, block: Block) -> None:
+        if block.hash is not None and self.hash_to_block.get(block.hash) == block.block_id:
             del self.hash_to_block[block.hash]
         block.hash, block.token_ids = None, []
-        return self._take(block_id)
 
     def _release(self, block_id: int) -> None:
         block = self.blocks[block_id]
@@ -69,34 +112,6 @@ class BlockManager:
         block.ref_count -= 1
         if block.ref_count == 0:
             self.free_queue[block_id] = None
-
-    def allocate_prefix(self, seq: Sequence) -> int:
-        """Give a new request its cached prefix blocks; returns the number of hit tokens.
-
-        At least `min_recomputed_tokens` prompt tokens are always left to compute.
-        """
-        assert not seq.block_table and seq.num_computed == 0
-        if not self.enable_prefix_caching:
-            return 0
-        b, prev, hits = self.block_size, None, []
-        for i in range(max(0, len(seq) - self.min_recomputed_tokens) // b):
-            tokens = seq.token_ids[i * b:(i + 1) * b]
-            prev = chain_hash(prev, tokens)
-            block_id = self.hash_to_block.get(prev)
-            if block_id is None or self.blocks[block_id].token_ids != tokens:
-                break
-            hits.append(block_id)
-        seq.block_table = [self._take(i) for i in hits]
-        seq.num_computed = len(hits) * b
-        self.num_hit_tokens += seq.num_computed
-        return seq.num_computed
-
-    def can_append(self, seq: Sequence, num_new_tokens: int) -> bool:
-        return self.blocks_needed(seq, num_new_tokens) <= self.num_free_blocks
-
-    def append_slots(self, seq: Sequence, num_new_tokens: int) -> None:
-        for _ in range(self.blocks_needed(seq, num_new_tokens)):
-            seq.block_table.append(self._take_fresh())
 
     def free(self, seq: Sequence) -> None:
         # Reverse order: the prefix head is queued last, so it stays cached longest.
@@ -108,18 +123,28 @@ class BlockManager:
         for block_id in block_ids:
             self._release(block_id)
 
+    def reset(self) -> None:
+        """Every block free and uncached (after an aborted run: the KV of its last steps may
+        be half written, so no cached hash can be trusted)."""
+        for block in self.blocks:
+            block.ref_count, block.hash, block.token_ids = 0, None, []
+        self.free_queue = OrderedDict((b.block_id, None) for b in self.blocks)
+        self.hash_to_block.clear()
+
     # -- prefix hashing -------------------------------------------------------------------
-    def register_full_blocks(self, seq: Sequence, num_tokens: int) -> None:
+    def _cache_full_blocks(self, seq: Sequence, num_tokens: int) -> None:
         """Hash the blocks full within the first ``num_tokens`` tokens.
 
-        Called when a step is scheduled: a block computed in this step can already be hit by
+        Done when a step is scheduled: a block computed in this step can already be hit by
         a request admitted in the same step (every layer writes K/V before attending), which
         is how the ``n`` samples of a prompt share its blocks. Only uncompressed requests
-        hash: their blocks hold exactly the logical tokens.
+        hash: their blocks hold exactly the logical tokens. A block whose last token is still
+        being sampled (asynchronous scheduling) is hashed at a later step.
         """
         if not self.enable_prefix_caching or seq.num_evicted:
             return
         b = self.block_size
+        num_tokens = min(num_tokens, len(seq.token_ids))  # known ids only
         # Blocks full before this step were hashed when their step was scheduled: start after
         # them (a per-step hot path), unless the chain has a gap.
         start = min(seq.num_computed, num_tokens) // b
@@ -128,10 +153,8 @@ class BlockManager:
             start = 0
         for i in range(start, num_tokens // b):
             block = self.blocks[seq.block_table[i]]
-            tokens = seq.token_ids[i * b:(i + 1) * b]
-            if PENDING in tokens:  # a token still being sampled (async scheduling): hash later
-                return
             if block.hash is None:
+                tokens = seq.token_ids[i * b:(i + 1) * b]
                 block.hash = chain_hash(prev, tokens)
                 block.token_ids = tokens
                 self.hash_to_block.setdefault(block.hash, block.block_id)
@@ -156,9 +179,6 @@ class BlockManager:
             if i in shared:
                 target[i] = self._take_fresh()
             else:
-                block = self.blocks[table[i]]
-                if block.hash is not None and self.hash_to_block.get(block.hash) == block.block_id:
-                    del self.hash_to_block[block.hash]
-                block.hash, block.token_ids = None, []
+                self._forget_hash(self.blocks[table[i]])
         release = [table[i] for i in shared] + table[cap:]
         return target, release

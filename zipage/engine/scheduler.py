@@ -1,42 +1,20 @@
 """Continuous batching with chunked prefill, preemption by recompute and compression.
 
-Each step has a token budget. Running requests are served first (decodes take one token,
-unfinished prefills take a chunk), then waiting requests are admitted FCFS with what is
-left. A request whose resident KV reaches the cap ``(C + 1) * b`` is compressed to
-``C * b`` tokens before its pending token is written.
+Each step has a token budget (``max_num_batched_tokens``). Running requests are served
+first (decodes take one token, unfinished prefills take a chunk), then waiting requests are
+admitted FCFS with what is left. A request whose resident KV reaches the cap ``(C + 1) * b``
+is compressed to ``C * b`` tokens before its pending token is written (docs/method.md,
+compression trigger). Counters move when a step is scheduled; `update_from_output` applies
+the step's sampled tokens when they reach the host, one step later with asynchronous
+scheduling.
 """
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Callable
 
 from zipage.engine.block_manager import BlockManager
-from zipage.engine.sequence import PENDING, Sequence, Status
-
-
-@dataclass
-class CompressionTask:
-    seq: Sequence
-    old_table: list[int]
-    target_table: list[int]
-    release: list[int]
-    phys_len: int
-
-
-@dataclass
-class SchedulerOutput:
-    seqs: list[Sequence] = field(default_factory=list)  # batch order: one-token rows first
-    num_new_tokens: list[int] = field(default_factory=list)
-    compressions: list[CompressionTask] = field(default_factory=list)
-    preempted: list[Sequence] = field(default_factory=list)
-    # set by advance(): (seq, index of its pending token, peak KV and compressions so far)
-    pending: list[tuple[Sequence, int, int, int]] = field(default_factory=list)
-
-    @property
-    def num_tokens(self) -> int:
-        return sum(self.num_new_tokens)
-
-    @property
-    def is_empty(self) -> bool:
-        return not self.seqs and not self.compressions
+from zipage.engine.messages import CompressionTask, ScheduledRequest, SchedulerOutput, StepResult
+from zipage.engine.sequence import Sequence, Status
 
 
 @dataclass
@@ -49,181 +27,219 @@ class SchedulerConfig:
     num_query_slots: int = 0
 
 
+def prefill_chunk(remaining: int, tokens_left: int) -> int:
+    """Tokens of a prefill to compute now: all that remain, or a part of at least two that
+    leaves at least two. A one-token row is then always a true decode: no prefill compresses
+    before it is complete (docs/method.md, compression trigger) and no wide block table of an
+    uncompressed long prompt reaches the decode kernel's CUDA-graph tables."""
+    if remaining <= tokens_left:
+        return remaining
+    num_new = min(tokens_left, remaining - 2)
+    return num_new if num_new >= 2 else 0
+
+
 class Scheduler:
     def __init__(self, cfg: SchedulerConfig, block_manager: BlockManager):
         self.cfg = cfg
         self.block_manager = block_manager
+        self.requests: dict[int, Sequence] = {}  # every request whose output is not complete
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.free_slots = list(range(cfg.num_query_slots))
         self.num_preemptions = 0
+        self.num_compressions = 0  # counted with the step's results, like Sequence's
+        self._deferred_frees: list[int] = []  # blocks released once a step is fully planned
+        self._length_limited: list[Sequence] = []
 
     def add(self, seq: Sequence) -> None:
+        cap = self.cfg.max_model_len
+        if self.cfg.num_kept_blocks is None:  # Full KV: a sample cannot outgrow the pool
+            cap = min(cap, self.block_manager.num_blocks * self.cfg.block_size)
+        seq.max_num_tokens = min(seq.max_num_tokens, cap)
+        self.requests[seq.seq_id] = seq
         self.waiting.append(seq)
 
     @property
     def has_unfinished(self) -> bool:
-        return bool(self.waiting or self.running)
+        return bool(self.requests)
 
-    def _needs_compression(self, seq: Sequence) -> bool:
+    # -- one step -------------------------------------------------------------------------
+    def schedule(self) -> SchedulerOutput:
+        out = SchedulerOutput()
+        tokens_left = self.cfg.max_num_batched_tokens
+        for seq in list(self.running):
+            if tokens_left == 0:
+                break
+            if seq.status != Status.RUNNING:
+                continue  # preempted earlier in this loop
+            num_new = self._num_new_tokens(seq, tokens_left)
+            if num_new == 0:
+                continue
+            if not self._make_room(seq, num_new, out):
+                if not seq.is_compressed and not out.requests:
+                    self._preempt(seq, out)
+                continue
+            self._add_row(seq, num_new, out)
+            tokens_left -= num_new
+        if not out.preempted:
+            self._admit(out, tokens_left)
+        self._end_step()
+        rows = sorted(out.requests.values(), key=lambda r: r.num_tokens != 1)
+        out.requests = {r.seq_id: r for r in rows}  # one-token rows first: the decode kernel
+        return out
+
+    def _num_new_tokens(self, seq: Sequence, tokens_left: int) -> int:
+        remaining = seq.compute_target - seq.num_computed
+        return 1 if remaining == 0 else prefill_chunk(remaining, tokens_left)  # 1: a decode
+
+    def _compression_due(self, seq: Sequence) -> bool:
         C = self.cfg.num_kept_blocks
         return (C is not None and seq.num_uncomputed == 1
                 and seq.phys_len >= (C + 1) * self.cfg.block_size)
 
-    def _preempt(self, seq: Sequence) -> None:
+    def _make_room(self, seq: Sequence, num_new: int, out: SchedulerOutput) -> bool:
+        """Plan the request's compression if it is due and allocate its new tokens,
+        preempting newer uncompressed requests if needed. False: no room this step."""
+        while True:
+            if self._compression_due(seq):
+                self._plan_compression(seq, out)
+            if not self._compression_due(seq) and self.block_manager.allocate_slots(seq, num_new):
+                return True
+            victim = self._victim(seq, out)
+            if victim is None:
+                return False
+            self._preempt(victim, out)
+
+    def _plan_compression(self, seq: Sequence, out: SchedulerOutput) -> None:
+        C, b = self.cfg.num_kept_blocks, self.cfg.block_size
+        plan = self.block_manager.plan_compression(seq, C)
+        if plan is None:
+            return  # no free blocks to replace the shared ones yet
+        target, release = plan
+        out.compressions[seq.seq_id] = CompressionTask(
+            seq.seq_id, seq.query_slot, seq.block_table, list(target), seq.phys_len,
+            seq.num_computed, seq.is_compressed)
+        seq.block_table = target
+        seq.num_evicted += seq.phys_len - C * b
+        self._deferred_frees += release  # read by this step's compression: reuse them later
+
+    def _victim(self, seq: Sequence, out: SchedulerOutput) -> Sequence | None:
+        # Compressed KV is lossy: recomputing it would change the output, so never evict it.
+        for other in reversed(self.running):
+            if other is not seq and other.seq_id not in out.requests and not other.is_compressed:
+                return other
+        return None
+
+    def _preempt(self, seq: Sequence, out: SchedulerOutput) -> None:
         self.block_manager.free(seq)
-        if seq.query_slot >= 0:
-            self.free_slots.append(seq.query_slot)
+        self._return_slot(seq)
         seq.reset_for_recompute()
         self.running.remove(seq)
         self.waiting.appendleft(seq)
         self.num_preemptions += 1
+        out.preempted.append(seq.seq_id)
 
-    def _victim(self, exclude: set[int]) -> Sequence | None:
-        # Compressed KV is lossy: recomputing it would change the output, so never evict it.
-        for seq in reversed(self.running):
-            if seq.seq_id not in exclude and not seq.is_compressed:
-                return seq
-        return None
-
-    def schedule(self) -> SchedulerOutput:
-        out = SchedulerOutput()
-        budget = self.cfg.max_num_batched_tokens
+    def _admit(self, out: SchedulerOutput, tokens_left: int) -> None:
         bm = self.block_manager
-        scheduled: set[int] = set()
-        rows: list[tuple[Sequence, int]] = []
-        for seq in list(self.running):
-            if budget == 0:
-                break
-            if seq.status != Status.RUNNING:
-                continue  # preempted earlier in this loop
-            num_new = min(seq.num_uncomputed, budget)
-            ok, task = self._reserve(seq, num_new, scheduled, out)
-            if not ok:
-                if not seq.is_compressed and not scheduled:
-                    self._preempt(seq)
-                    out.preempted.append(seq)
-                continue
-            if task is not None:
-                out.compressions.append(task)
-            bm.append_slots(seq, num_new)
-            bm.register_full_blocks(seq, seq.num_computed + num_new)
-            rows.append((seq, num_new))
-            scheduled.add(seq.seq_id)
-            budget -= num_new
-        if not out.preempted:
-            budget = self._admit(rows, budget)
-        rows.sort(key=lambda r: r[1] != 1)  # one-token rows first: the decode kernel takes them
-        out.seqs = [s for s, _ in rows]
-        out.num_new_tokens = [n for _, n in rows]
-        return out
-
-    def _reserve(self, seq: Sequence, num_new: int, scheduled: set[int],
-                 out: SchedulerOutput) -> tuple[bool, CompressionTask | None]:
-        """Plan the request's compression if it is due and make room for ``num_new`` tokens,
-        preempting newer uncompressed requests if needed: (room made, compression or None)."""
-        bm, task = self.block_manager, None
-        while True:
-            due = self._needs_compression(seq)
-            if due and task is None:
-                plan = bm.plan_compression(seq, self.cfg.num_kept_blocks)
-                if plan is not None:
-                    task = CompressionTask(seq, list(seq.block_table), plan[0], plan[1],
-                                           seq.phys_len)
-                    seq.block_table = plan[0]
-                    seq.num_evicted += seq.phys_len - self.cfg.num_kept_blocks * self.cfg.block_size
-                    due = False
-            if not due and bm.can_append(seq, num_new):
-                return True, task
-            victim = self._victim(exclude=scheduled | {seq.seq_id})
-            if victim is None:
-                return False, task
-            self._preempt(victim)
-            out.preempted.append(victim)
-
-    def _admit(self, rows: list, budget: int) -> int:
-        bm = self.block_manager
-        while self.waiting and budget > 0 and len(self.running) < self.cfg.max_num_seqs:
+        while self.waiting and tokens_left > 0 and len(self.running) < self.cfg.max_num_seqs:
             seq = self.waiting[0]
-            bm.allocate_prefix(seq)
-            num_new = min(seq.num_uncomputed, budget)
-            if not bm.can_append(seq, num_new):
-                bm.free(seq)
-                seq.num_computed = 0
+            cached = bm.find_cached_prefix(seq)
+            num_new = prefill_chunk(seq.compute_target - len(cached) * self.cfg.block_size,
+                                    tokens_left)
+            if num_new == 0 or not bm.allocate_slots(seq, num_new, cached):
                 break
             self.waiting.popleft()
-            bm.append_slots(seq, num_new)
-            bm.register_full_blocks(seq, seq.num_computed + num_new)
             seq.status = Status.RUNNING
             if self.cfg.num_query_slots:
                 seq.query_slot = self.free_slots.pop()
             self.running.append(seq)
-            rows.append((seq, num_new))
-            budget -= num_new
-        return budget
+            self._add_row(seq, num_new, out)
+            tokens_left -= num_new
 
-    def postprocess(self, out: SchedulerOutput, sampled: dict[int, int], eos_ids: set[int]) -> list[Sequence]:
-        """Advance counters after the runner executed ``out``; returns finished requests."""
-        self.advance(out)
-        return self.fill(out, sampled, eos_ids)
+    def _add_row(self, seq: Sequence, num_new: int, out: SchedulerOutput) -> None:
+        start, known = seq.num_computed, len(seq.token_ids)
+        row = ScheduledRequest(seq.seq_id, start, seq.phys_len, num_new,
+                               seq.token_ids[start:start + num_new], start + num_new > known,
+                               list(seq.block_table), seq.query_slot)
+        if start + num_new == len(seq):  # the last token: its logits are sampled
+            row.sampling, row.seed = seq.params, seq.seed
+            row.output_index = len(seq) - seq.num_prompt_tokens
+            seq.num_placeholders += 1
+            if len(seq) >= seq.max_num_tokens:
+                self._length_limited.append(seq)  # no further step: free it with this one
+        seq.num_computed += num_new
+        out.requests[seq.seq_id] = row
 
-    def advance(self, out: SchedulerOutput) -> None:
-        """Counters of a launched step, before its tokens are known.
+    def _end_step(self) -> None:
+        """Release what this step no longer needs once every block of it is allocated (its
+        own forward and compressions still read them; later steps run after it)."""
+        self.block_manager.release_blocks(self._deferred_frees)
+        for seq in self._length_limited:
+            self._free(seq)
+        self._deferred_frees, self._length_limited = [], []
 
-        Every row that samples gets a PENDING token (filled by `fill`), so the next step can
-        be scheduled while this one runs. A request that reaches max_tokens / max_model_len
-        finishes here (resources freed; its reason is settled by `fill`).
-        """
-        for task in out.compressions:
-            self.block_manager.release_blocks(task.release)
-            task.seq.num_compressions += 1
-        for seq, num_new in zip(out.seqs, out.num_new_tokens):
-            samples = seq.num_computed + num_new == len(seq)
-            seq.num_computed += num_new
-            seq.peak_kv_tokens = max(seq.peak_kv_tokens, seq.phys_len)
-            if not samples or seq.is_finished:
-                continue  # a prefill chunk short of the prompt's end, or stopped meanwhile
-            out.pending.append((seq, len(seq), seq.peak_kv_tokens, seq.num_compressions))
-            seq.append_token(PENDING)
-            if seq.num_output_tokens >= seq.params.max_tokens or len(seq) >= self.cfg.max_model_len:
-                seq.finish_reason = "length"
-                self._finish(seq)
-
-    def fill(self, out: SchedulerOutput, sampled: dict[int, int], eos_ids: set[int]) -> list[Sequence]:
-        """Tokens of an advanced step; returns the requests whose output is now complete."""
-        done = []
-        for seq, index, peak, compressions in out.pending:
-            if index >= len(seq) or seq.seq_id not in sampled:
-                continue  # cut by an earlier stop
-            token = sampled[seq.seq_id]
-            seq.token_ids[index] = token
+    # -- results ----------------------------------------------------------------------------
+    def update_from_output(self, out: SchedulerOutput, result: StepResult, eos_ids: set[int],
+                           stop_string: Callable[[Sequence], bool] | None = None) -> list[Sequence]:
+        """Apply a step's results; returns the requests that got a token, in batch order
+        (``finish_reason`` set for those now complete). Requests that stopped before this
+        step's results arrived ignore them."""
+        updated = []
+        for seq_id, row in out.requests.items():
+            seq = self.requests.get(seq_id)
+            if seq is None:
+                continue
+            seq.peak_kv_tokens = max(seq.peak_kv_tokens, row.phys_start + row.num_tokens)
+            if seq_id in out.compressions:
+                seq.num_compressions += 1
+                self.num_compressions += 1
+            if row.sampling is None:
+                continue
+            token = result.sampled[seq_id]
+            seq.append_token(token)
+            if seq_id in result.teacher:
+                seq.teacher_records.append(result.teacher[seq_id])
             p = seq.params
             if not p.ignore_eos and (token in eos_ids or token in p.stop_token_ids):
-                self.finish_early(seq, "stop", index + 1, peak, compressions)
-                done.append(seq)
-            elif seq.is_finished and index == len(seq) - 1:
-                done.append(seq)  # finished by length in `advance`
-        return done
+                self.finish(seq, "stop")
+            elif stop_string is not None and stop_string(seq):
+                self.finish(seq, "stop")
+            elif len(seq.token_ids) >= seq.max_num_tokens:  # known tokens: placeholders follow
+                self.finish(seq, "length")
+            updated.append(seq)
+        return updated
 
-    def finish_early(self, seq: Sequence, reason: str, num_tokens: int | None = None,
-                     peak_kv_tokens: int | None = None, num_compressions: int | None = None) -> None:
-        """Stop a request (a stop token or string), keeping its first ``num_tokens`` tokens
-        and the metrics it had then: steps launched since do not count."""
-        if num_tokens is not None:
-            del seq.token_ids[num_tokens:]
-        if peak_kv_tokens is not None:
-            seq.peak_kv_tokens, seq.num_compressions = peak_kv_tokens, num_compressions
+    def finish(self, seq: Sequence, reason: str) -> None:
+        """The request's output is complete: tokens sampled after this one are dropped."""
         seq.finish_reason = reason
-        if not seq.is_finished:
-            self._finish(seq)
+        seq.num_placeholders = 0
+        self._free(seq)
+        del self.requests[seq.seq_id]
 
-    def _finish(self, seq: Sequence) -> None:
+    def _free(self, seq: Sequence) -> None:
+        if seq.status == Status.FINISHED:
+            return
         if seq.status == Status.WAITING:  # preempted while its last step was in flight
             self.waiting.remove(seq)
         else:
             self.running.remove(seq)
         seq.status = Status.FINISHED
         self.block_manager.free(seq)
+        self._return_slot(seq)
+
+    def _return_slot(self, seq: Sequence) -> None:
         if seq.query_slot >= 0:
             self.free_slots.append(seq.query_slot)
             seq.query_slot = -1
+
+    def abort_all(self) -> list[Sequence]:
+        """Drop every request (an interrupted or failed run); the caller resets the blocks."""
+        dropped = list(self.requests.values())
+        for seq in dropped:
+            seq.status, seq.block_table, seq.query_slot = Status.FINISHED, [], -1
+        self.requests.clear()
+        self.waiting.clear()
+        self.running.clear()
+        self.free_slots = list(range(self.cfg.num_query_slots))
+        self._deferred_frees, self._length_limited = [], []
+        return dropped

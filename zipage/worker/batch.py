@@ -4,8 +4,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from zipage.engine.scheduler import SchedulerOutput
-from zipage.engine.sequence import PENDING
+from zipage.engine.messages import SchedulerOutput
 from zipage.layers.attention import AttentionMetadata
 
 
@@ -36,60 +35,58 @@ class Batch:
     prefill_q_lens: list[int]
     prefill_context_lens: list[int]
     sample: SampleRequest
-    pending_inputs: list[tuple[int, int]]  # (row, seq_id): input token still being sampled
+    pending_inputs: list[tuple[int, int]]  # (row, seq_id): input the previous step samples
 
 
-def build_batch(out: SchedulerOutput, block_size: int, window: int) -> Batch:
+def build_batch(step: SchedulerOutput, block_size: int, window: int) -> Batch:
     b = block_size
     ids, pos, slots, qslots = [], [], [], []
     dec_tables, dec_lens, pre_tables, pre_q, pre_lens = [], [], [], [], []
     s = SampleRequest([], [], [], [], [], [], [], [], [], [])
     pending = []
-    for seq, n in zip(out.seqs, out.num_new_tokens):
-        start, phys = seq.num_computed, seq.phys_len
-        if seq.token_ids[start + n - 1] == PENDING:  # only ever the last token
-            pending.append((len(ids) + n - 1, seq.seq_id))
-        table = seq.block_table
+    for row in step.requests.values():
+        start, phys, n, table = row.start, row.phys_start, row.num_tokens, row.block_table
+        ids += row.token_ids
+        if row.input_from_previous:  # only ever the last token; patched on the device
+            pending.append((len(ids), row.seq_id))
+            ids.append(0)
         if n == 1:  # decode rows: most of a batch
-            ids.append(seq.token_ids[start])
             pos.append(start)
             slots.append(table[phys // b] * b + phys % b)
-            qslots.append(seq.query_slot * window + start % window if seq.query_slot >= 0 else -1)
+            qslots.append(row.query_slot * window + start % window if row.query_slot >= 0 else -1)
             dec_tables.append(table)
             dec_lens.append(phys + 1)
         else:
-            ids += seq.token_ids[start:start + n]
             pos += range(start, start + n)
             slots += [table[p // b] * b + p % b for p in range(phys, phys + n)]
-            _prefill_query_slots(qslots, seq, start, n, window)
+            _prefill_query_slots(qslots, row.query_slot, start, n, window)
             pre_tables.append(table)
             pre_q.append(n)
             pre_lens.append(phys + n)
-        if start + n == len(seq):
-            p = seq.params
+        p = row.sampling
+        if p is not None:
             s.rows.append(len(ids) - 1)
-            s.seq_ids.append(seq.seq_id)
+            s.seq_ids.append(row.seq_id)
             s.temperature.append(p.temperature)
             s.top_k.append(p.top_k)
             s.top_p.append(p.top_p)
             s.min_p.append(p.min_p)
-            s.seeds.append(seq.seed)
-            s.positions.append(len(seq))
-            forced = p.forced_tokens
-            if seq.num_output_tokens < p.min_tokens:
+            s.seeds.append(row.seed)
+            s.positions.append(row.sample_position)
+            if row.output_index < p.min_tokens:
                 s.suppress.append((len(s.rows) - 1, p.stop_token_ids))
-            s.forced.append(forced[seq.num_output_tokens] if forced else -1)
+            s.forced.append(p.forced_tokens[row.output_index] if p.forced_tokens else -1)
     return Batch(ids, pos, slots, qslots, len(dec_lens), dec_tables, dec_lens,
                  pre_tables, pre_q, pre_lens, s, pending)
 
 
-def _prefill_query_slots(qslots: list, seq, start: int, n: int, window: int) -> None:
-    if seq.query_slot < 0:
+def _prefill_query_slots(qslots: list, query_slot: int, start: int, n: int, window: int) -> None:
+    if query_slot < 0:
         qslots += [-1] * n
         return
     # Only the last W tokens reach the ring; earlier ones would collide in one launch.
     qslots += [-1] * max(0, n - window)
-    qslots += [seq.query_slot * window + t % window
+    qslots += [query_slot * window + t % window
                for t in range(max(start, start + n - window), start + n)]
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import torch
 
 from zipage.compression import CompressionBatch, compress_batch
-from zipage.engine.scheduler import CompressionTask
+from zipage.engine.messages import CompressionTask
 from zipage.worker.batch import pad_tables, to_device
 
 
@@ -35,12 +35,12 @@ class Compressor:
             return to_device(rows, np.int32, dev)
 
         return CompressionBatch(
-            slots=i32([t.seq.query_slot for t in tasks]),
+            slots=i32([t.query_slot for t in tasks]),
             block_tables=i32(pad_tables([t.old_table for t in tasks])),
             target_tables=i32([t.target_table for t in tasks]),
             phys_lens=i32([t.phys_len for t in tasks]),
-            window_pos=i32([window_positions(t.seq.num_computed, t.phys_len, W) for t in tasks]),
-            num_history=i32([self.num_keep if t.seq.is_compressed else 0 for t in tasks]),
+            window_pos=i32([window_positions(t.num_computed, t.phys_len, W) for t in tasks]),
+            num_history=i32([self.num_keep if t.has_history else 0 for t in tasks]),
             num_keep=self.num_keep)
 
     def groups(self, tasks: list[CompressionTask]) -> list[list[CompressionTask]]:

@@ -1,31 +1,27 @@
 """Executes scheduler decisions on one device: compress, forward, sample. No policy here."""
-import time
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 
 from zipage.config import EngineConfig
-from zipage.engine.scheduler import SchedulerOutput
+from zipage.engine.messages import SchedulerOutput, StepResult
 from zipage.layers.attention import AttentionMetadata
 from zipage.layers.sampler import sample
 from zipage.models.decoder import CausalLM
 from zipage.worker.batch import Batch, attention_metadata, build_batch, to_device
 from zipage.worker.cuda_graph import DecodeGraphs
 from zipage.worker.memory import MemoryPlan, plan_memory
+from zipage.worker.step_handle import DeviceTimer, StepHandle
 
 
 class ModelRunner:
     def __init__(self, cfg: EngineConfig, model: CausalLM, device: torch.device,
-                 dtype: torch.dtype, max_model_len: int):
+                 dtype: torch.dtype, max_model_len: int, eos_token_ids: set[int] = frozenset()):
         self.cfg, self.model, self.device, self.dtype = cfg, model, device, dtype
         self.spec = model.spec
         self.block_size = cfg.block_size
         self.window = cfg.observation_window
         self.max_model_len = max_model_len
-        self.compression_time_s = 0.0
-        self.teacher_records: dict[int, list[tuple[float, int, bool]]] = {}
-        self.eos_token_ids: set[int] = set()  # set by LLM; masked while min_tokens is unmet
+        self.eos_token_ids = set(eos_token_ids)  # masked while min_tokens is unmet
         peak = self._profile_peak_memory() if device.type == "cuda" else 0
         self.plan: MemoryPlan = plan_memory(self.spec, cfg, dtype, device, peak,
                                               max_model_len=max_model_len)
@@ -85,47 +81,45 @@ class ModelRunner:
         torch.cuda.empty_cache()
         return peak
 
-    # -- one step ---------------------------------------------------------------------------
-    @torch.inference_mode()
-    def execute(self, out: SchedulerOutput) -> dict[int, int]:
-        """Run a step and wait for its tokens: {seq_id: token}."""
-        return self.collect(self.launch(out))
+    # -- the runner protocol (zipage/engine/llm_engine.py) -----------------------------------
+    @property
+    def num_kv_blocks(self) -> int:
+        return self.plan.num_blocks
+
+    @property
+    def num_query_slots(self) -> int:
+        return self.plan.num_query_slots
 
     @torch.inference_mode()
-    def launch(self, out: SchedulerOutput, previous: "StepHandle | None" = None) -> "StepHandle":
-        """Queue a step on the device without waiting for its tokens. Input tokens still being
-        sampled by `previous` (PENDING on the host) are taken from its device tensor."""
-        if out.compressions:
-            t0 = time.perf_counter()
-            self.compressor.run(out.compressions)
-            if self.device.type == "cuda":
-                torch.cuda.synchronize(self.device)
-            self.compression_time_s += time.perf_counter() - t0
-        if not out.seqs:
-            return StepHandle([], None)
-        batch = build_batch(out, self.block_size, self.window)
+    def launch(self, step: SchedulerOutput, previous: StepHandle | None = None) -> StepHandle:
+        """Queue a step on the device without waiting for it: compressions, forward, sampling.
+        Input tokens still being sampled by ``previous`` are taken from its device tensor."""
+        timer = None
+        if step.compressions:
+            timer = DeviceTimer(self.device)
+            self.compressor.run(list(step.compressions.values()))
+            timer.stop()
+        if not step.requests:
+            return StepHandle([], None, compression=timer)
+        batch = build_batch(step, self.block_size, self.window)
         hidden = self._forward(batch, self._pending_inputs(batch, previous))
-        return self._sample(batch, hidden)
+        return self._sample(batch, hidden, timer)
 
-    def collect(self, handle: "StepHandle") -> dict[int, int]:
-        """Wait for a launched step: {seq_id: token}; teacher-forcing records are kept."""
-        if handle.tokens is None:
-            return {}
-        if handle.ready is not None:
-            handle.ready.synchronize()  # this step only, not the ones queued after it
-        if handle.teacher is not None:
-            use, logprob, argmax, forced = (x.tolist() for x in handle.teacher)
-            for sid, u, lp, top, f in zip(handle.seq_ids, use, logprob, argmax, forced):
-                if u:
-                    self.teacher_records.setdefault(sid, []).append((lp, top, top == f))
-        return dict(zip(handle.seq_ids, handle.host_tokens.tolist()))
+    def collect(self, handle: StepHandle) -> StepResult:
+        """Wait for a launched step: its sampled tokens and teacher-forcing records."""
+        return handle.result()
 
-    def _pending_inputs(self, batch: Batch, previous):
-        """(rows, tokens) device tensors patching PENDING input ids, or None."""
+    @torch.inference_mode()
+    def execute(self, step: SchedulerOutput) -> StepResult:
+        """Run a step and wait for it."""
+        return self.collect(self.launch(step))
+
+    def _pending_inputs(self, batch: Batch, previous: StepHandle | None):
+        """(rows, tokens) device tensors for input ids the previous step is sampling, or None."""
         if not batch.pending_inputs:
             return None
         if previous is None or previous.tokens is None:
-            raise RuntimeError("a step has pending input tokens but no previous step")
+            raise RuntimeError("a step takes input tokens from a previous step that sampled none")
         where = {sid: i for i, sid in enumerate(previous.seq_ids)}
         rows = to_device([r for r, _ in batch.pending_inputs], np.int64, self.device)
         src = to_device([where[sid] for _, sid in batch.pending_inputs], np.int64, self.device)
@@ -142,10 +136,10 @@ class ModelRunner:
         pos = to_device(batch.positions, np.int64, self.device)
         return self.model(ids, pos, meta)
 
-    def _sample(self, batch: Batch, hidden: torch.Tensor) -> "StepHandle":
+    def _sample(self, batch: Batch, hidden: torch.Tensor, timer: DeviceTimer | None) -> StepHandle:
         s = batch.sample
         if not s.rows:
-            return StepHandle([], None)
+            return StepHandle([], None, compression=timer)
         dev = self.device
         n = len(s.rows)
         if s.rows[-1] == n - 1:  # rows are increasing: the first n rows, no gather needed
@@ -155,7 +149,7 @@ class ModelRunner:
         for row, extra in s.suppress:  # min_tokens: end-of-sequence tokens are not allowed yet
             logits[row, list(self.eos_token_ids | set(extra))] = float("-inf")
         if all(t == 0 for t in s.temperature) and all(f < 0 for f in s.forced):
-            return StepHandle(s.seq_ids, logits.argmax(dim=-1))
+            return StepHandle(s.seq_ids, logits.argmax(dim=-1), compression=timer)
         f32 = lambda x: to_device(x, np.float32, dev)  # noqa: E731
         i64 = lambda x: to_device(x, np.int64, dev)  # noqa: E731
         tokens = sample(logits, f32(s.temperature), i64(s.top_k), f32(s.top_p), f32(s.min_p),
@@ -164,35 +158,9 @@ class ModelRunner:
                         use_min_p=any(m > 0 for m in s.min_p),
                         use_top_k_p=any(k > 0 for k in s.top_k) or any(p < 1 for p in s.top_p))
         if not any(f >= 0 for f in s.forced):
-            return StepHandle(s.seq_ids, tokens)
+            return StepHandle(s.seq_ids, tokens, compression=timer)
         forced = torch.tensor(s.forced, dtype=torch.int64, device=dev)
         use = forced >= 0
         logprob = torch.log_softmax(logits, dim=-1).gather(1, forced.clamp(min=0)[:, None])[:, 0]
         teacher = (use, logprob, logits.argmax(dim=-1), forced)
-        return StepHandle(s.seq_ids, torch.where(use, forced, tokens), teacher)
-
-
-@dataclass
-class StepHandle:
-    """A launched step: its sampling rows and their tokens (on the device: the next step's
-    inputs), with copies to the host queued right behind the step and an event marking them."""
-    seq_ids: list[int]
-    tokens: torch.Tensor | None  # (len(seq_ids),) int64
-    teacher: tuple | None = None  # (use, logprob, argmax, forced) when teacher forcing
-    host_tokens: torch.Tensor | None = None
-    ready: "torch.cuda.Event | None" = None
-
-    def __post_init__(self):
-        if self.tokens is None:
-            return
-        if not self.tokens.is_cuda:
-            self.host_tokens = self.tokens
-            return
-        # Queued now, so reading them later waits for this step, not for steps launched since.
-        def host(x):
-            return torch.empty(x.shape, dtype=x.dtype, pin_memory=True).copy_(x, non_blocking=True)
-        self.host_tokens = host(self.tokens)
-        if self.teacher is not None:
-            self.teacher = tuple(host(x) for x in self.teacher)
-        self.ready = torch.cuda.Event()
-        self.ready.record()
+        return StepHandle(s.seq_ids, torch.where(use, forced, tokens), teacher, timer)
