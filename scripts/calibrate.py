@@ -27,6 +27,7 @@ from zipage.config import EngineConfig
 from zipage.models.loader import build_model, load_hf_config, resolve
 from zipage.models.spec import spec_from_hf_config
 from zipage.sampling_params import SamplingParams
+from zipage.sim.calibration_file import CALIBRATION_FORMAT
 from zipage.sim.calibration import fit_cost_model, host_phase_samples, measure_grid, \
     refit_from_traces
 from zipage.sim.cost_model import DEFAULT_ROW_KNOTS, CostModel, fixed_cost_model
@@ -35,7 +36,6 @@ from zipage.sim.synthetic import calibration_grid
 from zipage.sim.trace import read_traces
 from zipage.worker.model_runner import ModelRunner
 
-from zipage.sim.calibration_file import CALIBRATION_FORMAT
 DEFAULT_CONFIGS = ["fullkv/b256", "zipage/b256", "zipage/b32", "fullkv/b32"]
 
 
@@ -43,16 +43,18 @@ def add_arguments(p):
     bc.add_model_arguments(p)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS, metavar="ENGINE/bB",
-                   help=f"engine (fullkv|zipage) and block size (default {' '.join(DEFAULT_CONFIGS)})")
+                   help=f"engine (fullkv|zipage) and block size "
+                        f"(default {' '.join(DEFAULT_CONFIGS)})")
     p.add_argument("--budget-blocks", type=int, default=8, help="Zipage C: budget = C x block")
     p.add_argument("--max-num-seqs", type=int, default=512, help="largest batch timed")
     p.add_argument("--max-num-batched-tokens", type=int, default=8192)
     p.add_argument("--max-model-len", type=int, default=128 + 32768 + 256)
     p.add_argument("--temperature", type=float, default=0.6, help="sampling of every row")
     p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--sync-reps", type=int, default=2, help="launch-then-collect repetitions")
-    p.add_argument("--reps", type=int, default=4, help="back-to-back repetitions (device time)")
-    p.add_argument("--host-steps", type=int, default=600, help="scheduler steps timed per config")
+    p.add_argument("--sync-reps", type=int, default=1, help="launch-then-collect repetitions")
+    p.add_argument("--reps", type=int, default=3,
+                   help="back-to-back repetitions (device time: the first is dropped)")
+    p.add_argument("--host-steps", type=int, default=300, help="scheduler steps timed per config")
     bc.add_scoring_arguments(p)
     p.add_argument("--out", help="default results/bench/step_cost_<gpu>_<model>.json")
     p.add_argument("--from-trace", nargs="+", metavar="TRACE",
@@ -77,6 +79,16 @@ def runner_options(a, engine: str, block: int, base: dict) -> dict:
     if engine == "zipage":
         opts.update(budget=a.budget_blocks * block, compression=dataclasses.asdict(bc.scoring(a)))
     return opts
+
+
+def host_workloads(a, engine: str, pool: int) -> list[tuple[int, int]]:
+    """(requests, prompt length) of the scheduler runs whose host time is fitted: batch
+    sizes from small to the largest and, for Full KV, long contexts (wide block tables)."""
+    n = a.max_num_seqs
+    long_prompt = min(16384, a.max_model_len // 2, pool // (2 * max(1, n // 16)))
+    if engine == "zipage":
+        return [(n, 128), (max(1, n // 4), 128), (max(1, n // 16), 128)]
+    return [(n, 128), (max(1, n // 4), long_prompt // 8), (max(1, n // 16), long_prompt)]
 
 
 def release(runner: ModelRunner, device) -> None:
@@ -115,12 +127,13 @@ def calibrate_config(a, text, model, spec, model_name, base, device, dtype) -> t
             total * cfg.gpu_memory_utilization - plan.num_query_slots * plan.query_slot_bytes
             - (plan.num_blocks + 0.5) * plan.block_bytes))
     release(runner, device)
-    sim_opts = dict(opts, kv_cache_tokens=pool)
-    out_len = 4 * block * (cfg.num_kept_blocks + 1) if engine == "zipage" else 4096
-    requests = make_requests([out_len] * a.max_num_seqs, 128)
-    host = host_phase_samples(lambda **kw: simulate(model_name, sim_opts, requests,
-                                                    fixed_cost_model(), spec=spec, **kw),
-                              a.host_steps)
+    host = []
+    for n, prompt_len in host_workloads(a, engine, pool):
+        sim_opts = dict(opts, kv_cache_tokens=pool, max_num_seqs=n)
+        requests = make_requests([a.max_model_len - prompt_len - block] * n, prompt_len)
+        host += host_phase_samples(lambda **kw: simulate(
+            model_name, sim_opts, requests, fixed_cost_model(), spec=spec, **kw),
+            a.host_steps // 3)
     meta = {"engine": engine, "block_size": block, "budget": cfg.budget, "model": a.model,
             "sampling": {"temperature": a.temperature}, "scoring": a.scoring}
     cost = fit_cost_model(grid, host, meta)

@@ -4,7 +4,7 @@ own Scheduler and BlockManager drive a SimRunner that advances a virtual clock.
     python -m scripts.bench simulate --output-len 8192 --num-requests 128        # a workload
     python -m scripts.bench simulate --mean-output-len 16384 --samples-per-prompt 32
     python -m scripts.bench simulate --replay outputs/.../samples.jsonl --budget 1024
-    python -m scripts.bench simulate --validate results/bench/a.json --trace results/bench/a_trace.json.gz
+    python -m scripts.bench simulate --validate R.json --trace R_trace.json.gz  # measured run
     python -m scripts.bench simulate --paper --measured results/bench/*.json --jobs 2
 
 The cost model comes from --cost (a `bench calibrate` file; default: the one file
@@ -21,8 +21,7 @@ from zipage.sim import report as rp
 from zipage.sim.calibration_file import Calibration
 from zipage.sim.cost_model import fixed_cost_model
 from zipage.sim.lengths import Replay, read_samples
-from zipage.sim.paper import GPU_SIZES_GIB, PAPER, SWEEP_BUDGETS, SWEEP_MEANS, \
-    length_distribution, paper_requests, plot_speedup, run_jobs
+from zipage.sim.paper import PAPER, SWEEP_BUDGETS, SWEEP_MEANS, length_distribution, run_jobs
 from zipage.sim.shapes import estimated_memory, model_spec
 from zipage.sim.simulate import make_requests, replay_requests
 from zipage.sim.validate import load_report, markdown_table, predict_report, trace_breakdown
@@ -58,7 +57,9 @@ def add_arguments(p):
     p.add_argument("--validate", nargs="+", metavar="REPORT", help="measured `long --json` runs")
     p.add_argument("--trace", nargs="+", metavar="TRACE", help="their traces (same order)")
     p.add_argument("--markdown", metavar="PATH", help="write the validation table here")
-    p.add_argument("--paper", action="store_true", help="paper workload, GPU sizes, sweep, plot")
+    p.add_argument("--paper", action="store_true",
+                   help="paper workload (mean: --mean-output-len, default 16384), GPU sizes, "
+                        "sweep, plot")
     p.add_argument("--sweep-means", type=float, nargs="+", default=list(SWEEP_MEANS))
     p.add_argument("--sweep-budgets", type=int, nargs="+", default=list(SWEEP_BUDGETS))
     p.add_argument("--measured", nargs="*", default=[], metavar="REPORT", help="plot these")
@@ -127,7 +128,7 @@ def job(a, cal, engine, requests, budget=None, gpu_gib=None, label="") -> dict:
     return dict(label=label, model=a.model, options=options(a, engine, budget),
                 requests=requests, cost=cost_for(cal)(engine, a.block_size),
                 memory=memory_for(a, cal, engine, gpu_gib), seed=a.seed,
-                temperature=a.temperature,
+                temperature=a.temperature, log_every_s=None if a.jobs > 1 else 60,
                 copy_bandwidth_Bps=cal.copy_bandwidth_Bps if cal else None)
 
 
@@ -179,7 +180,8 @@ def validate(a, cal) -> int:
               f"{measured['block_size']}, pool {measured['pool_tokens']}\n"
               + rp.format_comparison(rows))
         if traces:
-            print("\n".join(trace_breakdown(traces[i], predicted, cal.cost, measured["block_size"])))
+            lines = trace_breakdown(traces[i], predicted, cal.cost, measured["block_size"])
+            print("\n".join(lines))
         runs.append((path, rows))
         out.append(dict(measured=path, rows=rows, predicted=predicted))
     if a.markdown:
@@ -190,68 +192,11 @@ def validate(a, cal) -> int:
     return 0 if all(r["within_tolerance"] for _, rows in runs for r in rows) else 1
 
 
-def paper(a, cal) -> int:
-    a.block_size, a.prompt_len = PAPER["block_size"], PAPER["prompt_len"]
-    a.max_output_len = PAPER["max_output_len"]
-    n_prompts = a.num_requests // PAPER["samples_per_prompt"]
-    jobs, keys = [], []
-    for mean in a.sweep_means:
-        requests, _ = paper_requests(mean, num_prompts=n_prompts, seed=a.seed)
-        jobs.append(job(a, cal, "fullkv", requests))
-        keys.append(("sweep", mean, None, "fullkv"))
-        for budget in a.sweep_budgets:
-            jobs.append(job(a, cal, "zipage", requests, budget))
-            keys.append(("sweep", mean, budget, "zipage"))
-    requests, dist = paper_requests(PAPER["mean_output_len"], num_prompts=n_prompts, seed=a.seed)
-    for gib in GPU_SIZES_GIB:
-        for engine in ("fullkv", "zipage"):
-            jobs.append(job(a, cal, engine, requests, gpu_gib=gib))
-            keys.append((f"{gib}GiB", PAPER["mean_output_len"], PAPER["budget"], engine))
-    results = dict(zip(keys, run_jobs(jobs, a.jobs)))
-    reports = {}
-    for mean in a.sweep_means:
-        for budget in a.sweep_budgets:
-            reports[f"mean{mean:.0f}_budget{budget}"] = to_report(
-                a, cal, {"fullkv": results[("sweep", mean, None, "fullkv")],
-                         "zipage": results[("sweep", mean, budget, "zipage")]},
-                length_distribution(mean, a.max_output_len, a.sigma).describe(),
-                len(requests), budget)
-    for gib in GPU_SIZES_GIB:
-        reports[f"paper_{gib}GiB"] = to_report(
-            a, cal, {e: results[(f"{gib}GiB", PAPER["mean_output_len"], PAPER["budget"], e)]
-                     for e in ("fullkv", "zipage")}, dist, len(requests), gpu_memory_gib=gib)
-    paper_key = f"mean{PAPER['mean_output_len']:.0f}_budget{PAPER['budget']}"
-    if paper_key in reports:
-        reports["paper"] = reports[paper_key]
-        print("\n== paper workload, whole GPU")
-        print_report(reports["paper"])
-    for gib in GPU_SIZES_GIB:
-        print(f"\n== paper workload, {gib} GiB device")
-        print_report(reports[f"paper_{gib}GiB"])
-    curves = {b: [(m, reports[f"mean{m:.0f}_budget{b}"]["speedup"]) for m in a.sweep_means]
-              for b in a.sweep_budgets}
-    points = []
-    for path in a.measured:
-        m = load_report(path)
-        if m.get("speedup"):
-            pred = predict_report(m, cal.cost, cal.copy_bandwidth_Bps)["speedup"] if cal else None
-            points.append(dict(x=m["output_len"], y=m["speedup"], predicted=pred, label=(
-                f"{m['num_requests']}x{m['output_len']}, budget {m['budget']}/{m['block_size']}, "
-                f"pool {max(m['pool_tokens'].values()) // 1000}k")))
-    title = (f"{a.model}, {cal.gpu if cal else 'FIXED COST MODEL (not measured)'}; "
-             f"{len(requests)} requests, cap {a.max_output_len}; x = simulated twin of a "
-             f"measured point")
-    plot_speedup(curves, points, a.plot, title)
-    print(f"== plot written to {a.plot}")
-    bc.write_json(a.json or "results/bench/paper_prediction.json",
-                  dict(reports=reports, measured_points=points, curves=curves))
-    return 0
-
-
 def main(a) -> int:
     cal = calibration(a)
     if a.validate:
         return validate(a, cal)
     if a.paper:
+        from scripts.simulate_paper import paper
         return paper(a, cal)
     return run_workload(a, cal)

@@ -79,7 +79,8 @@ def test_fit_rejects_bad_input():
 def test_cost_model_round_trips_and_rejects_unknown_terms():
     cost = fixed_cost_model()
     again = CostModel.from_dict(cost.to_dict())
-    f = StepFeatures(decode_rows=100, kv_read_tokens=200_000, compressions=3, compressed_tokens=7000)
+    f = StepFeatures(decode_rows=100, kv_read_tokens=200_000, compressions=3,
+                     compressed_tokens=7000)
     assert again.device_s(f) == cost.device_s(f) > 0
     assert again.host_s("post", f) == cost.host_s("post", f) > 0
     d = cost.to_dict()

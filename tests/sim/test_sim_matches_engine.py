@@ -3,7 +3,7 @@ real engine's step, preemption and compression counts exactly (tiny model on the
 both scheduling modes; the engine's step trace matches its own statistics."""
 import pytest
 
-from tests.engine.tiny_models import random_prompts, tiny_checkpoint
+from tests.engine.tiny_models import random_prompts
 from zipage import LLM, SamplingParams
 from zipage.models.loader import spec_for
 from zipage.sim.cost_model import fixed_cost_model
@@ -14,9 +14,9 @@ PROMPT_LENS = [70, 3, 20, 41, 9, 100, 15, 2, 33, 60]
 OUTPUT_LENS = [150, 90, 37, 120, 64, 80, 150, 10, 99, 45]
 
 
-@pytest.fixture(scope="module")
-def folder():
-    return tiny_checkpoint("qwen3")[0]
+@pytest.fixture
+def folder(tiny_folder):
+    return tiny_folder
 
 
 def real_run(folder, options, tracer=False):

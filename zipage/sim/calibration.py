@@ -97,7 +97,8 @@ def refit_from_traces(base: CostModel, records: list[dict], knots: tuple[int, ..
     device, err = fit_linear(feats, [max(r["device_s"], 1e-7) for r in records], knots)
     host, errors = {}, {"device": err}
     for phase in HOST_PHASES:
-        host[phase], errors[phase] = fit_linear(feats, [max(r[f"{phase}_s"], 1e-7) for r in records])
+        times = [max(r[f"{phase}_s"], 1e-7) for r in records]
+        host[phase], errors[phase] = fit_linear(feats, times)
     return CostModel(device, host, {**base.meta, "fit": errors, "fitted_to": "traces"})
 
 

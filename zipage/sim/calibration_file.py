@@ -23,7 +23,8 @@ class Calibration:
 
     def key(self, engine: str, block_size: int) -> str:
         """The calibrated config of this engine nearest in block size."""
-        mine = {int(k.split("/b")[1]): k for k in self.data["models"] if k.startswith(engine + "/b")}
+        mine = {int(k.split("/b")[1]): k for k in self.data["models"]
+                if k.startswith(engine + "/b")}
         if not mine:
             raise ValueError(f"{self.path} has no {engine} cost model "
                              f"(it has {sorted(self.data['models'])})")
@@ -37,7 +38,8 @@ class Calibration:
             model.meta["block_size_note"] = f"calibrated as {key}, used at block {block_size}"
         return model
 
-    def memory(self, engine: str, block_size: int, total_bytes: int | None = None) -> DeviceMemory | None:
+    def memory(self, engine: str, block_size: int,
+               total_bytes: int | None = None) -> DeviceMemory | None:
         """The calibrated device (or one of ``total_bytes`` with the same non-KV bytes)."""
         m = self.data.get("raw", {}).get(self.key(engine, block_size), {}).get("memory", {})
         if "non_kv_bytes" not in m:

@@ -92,7 +92,8 @@ class LinearModel:
     def terms(self, f: StepFeatures) -> dict[str, float]:
         if not self.row_knots:
             return {name: fn(f) for name, fn in HOST_TERMS.items()}
-        values = dict(zip((f"rows@{k}" for k in self.row_knots), hat_weights(f.rows, self.row_knots)))
+        weights = hat_weights(f.rows, self.row_knots)
+        values = {f"rows@{k}": w for k, w in zip(self.row_knots, weights)}
         values.update({name: fn(f) for name, fn in DEVICE_TERMS.items()})
         return values
 

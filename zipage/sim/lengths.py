@@ -55,7 +55,8 @@ class CappedLognormal:
         lo, hi = -10.0, math.log(self.cap) + 10 * self.sigma + 10
         for _ in range(200):  # the capped mean increases with mu
             mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if capped_lognormal_mean(mid, self.sigma, self.cap) < self.mean else (lo, mid)
+            below = capped_lognormal_mean(mid, self.sigma, self.cap) < self.mean
+            lo, hi = (mid, hi) if below else (lo, mid)
         return (lo + hi) / 2
 
     def draw(self, n: int, seed: int = 0) -> list[int]:

@@ -59,12 +59,17 @@ def plot_speedup(curves: dict[int, list[tuple[float, float]]], measured: list[di
         xs, ys = zip(*sorted(points))
         ax.plot(xs, ys, marker="o", label=f"simulated, budget {budget}")
     for i, m in enumerate(measured):
-        ax.scatter([m["x"]], [m["y"]], marker="*", s=140, zorder=3, color=f"C{5 + i % 5}",
+        color = f"C{5 + i % 5}"
+        ax.scatter([m["x"]], [m["y"]], marker="*", s=140, zorder=3, color=color,
                    label=f"measured: {m['label']}")
         if m.get("predicted") is not None:
-            ax.scatter([m["x"]], [m["predicted"]], marker="x", s=60, zorder=3, color=f"C{5 + i % 5}")
+            ax.scatter([m["x"]], [m["predicted"]], marker="x", s=60, zorder=3, color=color)
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.set_xscale("log", base=2)
+    ticks = sorted({x for points in curves.values() for x, _ in points}
+                   | {m["x"] for m in measured})
+    ax.set_xticks(ticks, [f"{x / 1024:.3g}k" if x >= 1024 else f"{x:g}" for x in ticks])
+    ax.minorticks_off()
     ax.set_xlabel("mean output length (tokens)")
     ax.set_ylabel("speedup: Zipage / Full KV output tok/s")
     ax.set_title(title, fontsize=9)

@@ -39,7 +39,8 @@ def build_report(source: str, *, model: str, gpu: str | None, output_len, num_re
         raise ValueError(f"unknown engine names {sorted(unknown)}; use {ENGINES}")
     speedup = None
     if all(e in engines for e in ENGINES) and engines["fullkv"]["output_tokens_per_s"] > 0:
-        speedup = engines["zipage"]["output_tokens_per_s"] / engines["fullkv"]["output_tokens_per_s"]
+        z, f = engines["zipage"], engines["fullkv"]
+        speedup = z["output_tokens_per_s"] / f["output_tokens_per_s"]
     return dict(format=REPORT_FORMAT, source=source, model=model, gpu=gpu, output_len=output_len,
                 num_requests=num_requests, prompt_len=prompt_len, budget=budget,
                 block_size=block_size, async_scheduling=async_scheduling,
@@ -57,7 +58,7 @@ def check_report(report: dict, path: str = "report") -> None:
 def compare(measured: dict, predicted: dict) -> list[dict]:
     """One row per engine present in both: tok/s, ratio, within tolerance, and the counts
     that a faithful simulation reproduces exactly (steps, preemptions, compressions)."""
-    rows = []
+    rows, counts = [], ("steps", "preemptions", "compressions")
     for name in ENGINES:
         m, p = measured.get(name), predicted.get(name)
         if not m or not p:
@@ -66,13 +67,13 @@ def compare(measured: dict, predicted: dict) -> list[dict]:
         rows.append(dict(engine=name, measured_tok_s=m["output_tokens_per_s"],
                          predicted_tok_s=p["output_tokens_per_s"], ratio=ratio,
                          within_tolerance=abs(ratio - 1) <= TOLERANCE,
-                         **{f"{k}_measured": m[k] for k in ("steps", "preemptions", "compressions")},
-                         **{f"{k}_predicted": p[k] for k in ("steps", "preemptions", "compressions")}))
+                         **{f"{k}_measured": m[k] for k in counts},
+                         **{f"{k}_predicted": p[k] for k in counts}))
     if measured.get("speedup") and predicted.get("speedup"):
+        ratio = predicted["speedup"] / measured["speedup"]
         rows.append(dict(engine="speedup", measured_tok_s=measured["speedup"],
-                         predicted_tok_s=predicted["speedup"],
-                         ratio=predicted["speedup"] / measured["speedup"],
-                         within_tolerance=abs(predicted["speedup"] / measured["speedup"] - 1) <= TOLERANCE))
+                         predicted_tok_s=predicted["speedup"], ratio=ratio,
+                         within_tolerance=abs(ratio - 1) <= TOLERANCE))
     return rows
 
 

@@ -32,7 +32,8 @@ class SimRequest:
     output_len: int
 
 
-def make_requests(lengths: list[int], prompt_len: int, samples_per_prompt: int = 1) -> list[SimRequest]:
+def make_requests(lengths: list[int], prompt_len: int,
+                  samples_per_prompt: int = 1) -> list[SimRequest]:
     return [SimRequest(i // samples_per_prompt, prompt_len, n) for i, n in enumerate(lengths)]
 
 
@@ -82,7 +83,8 @@ def simulate(model: str, options: dict, requests: list[SimRequest], cost: CostMo
         if log_every_s and time.perf_counter() - last_log > log_every_s:
             last_log = time.perf_counter()
             print(f"  ... {output_tokens} tokens finished, {engine.stats.num_steps} steps, "
-                  f"virtual {runner.now:.1f} s, running {len(engine.scheduler.running)}", flush=True)
+                  f"virtual {runner.now:.1f} s, running {len(engine.scheduler.running)}",
+                  flush=True)
     t, s = runner.totals, engine.stats
     weights = parameter_counts(spec)[1] * itemsize(dtype)
     bytes_read = t.steps * weights + t.kv_read_tokens * kv_bytes_per_token(spec, dtype)

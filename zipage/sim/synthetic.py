@@ -22,7 +22,8 @@ class GridPoint:
     def name(self) -> str:
         text = f"decode {self.decode_rows}x{self.decode_context}" if self.decode_rows else ""
         if self.prefill_rows:
-            text += f"{' + ' if text else ''}prefill {self.prefill_rows}x{self.prefill_tokens}@{self.prefill_prefix}"
+            text += (f"{' + ' if text else ''}prefill {self.prefill_rows}x"
+                     f"{self.prefill_tokens}@{self.prefill_prefix}")
         if self.compressions:
             text += f" + compress {self.compressions}x{self.compression_len}"
         return text

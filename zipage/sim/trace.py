@@ -82,8 +82,9 @@ def features_of(record: dict) -> StepFeatures:
 def summarize(records: list[dict]) -> dict:
     """Totals of a trace: device, host phases, and the wall time the steps spanned."""
     first = records[0]
-    start = first["end"] - first["schedule_s"] - first["launch_s"] - first["wait_s"] - first["post_s"]
+    phases = ("schedule_s", "launch_s", "wait_s", "post_s")
+    start = first["end"] - sum(first[k] for k in phases)
     device = [r["device_s"] for r in records if r["device_s"] is not None]
     return {"steps": len(records), "wall_s": records[-1]["end"] - start,
             "device_s": sum(device) if len(device) == len(records) else None,
-            **{k: sum(r[k] for r in records) for k in ("schedule_s", "launch_s", "wait_s", "post_s")}}
+            **{k: sum(r[k] for r in records) for k in phases}}

@@ -83,5 +83,6 @@ def markdown_table(runs: list[tuple[str, list[dict]]]) -> str:
             fmt = "{:.2f}x" if r["engine"] == "speedup" else "{:,.0f}"
             out.append(f"| {run} | {r['engine']} | {fmt.format(r['measured_tok_s'])} | "
                        f"{fmt.format(r['predicted_tok_s'])} | {r['ratio']:.3f} | "
-                       f"{'yes' if r['within_tolerance'] else '**no**'} | " + " | ".join(counts) + " |")
+                       f"{'yes' if r['within_tolerance'] else '**no**'} | "
+                       + " | ".join(counts) + " |")
     return "\n".join(out) + "\n"
