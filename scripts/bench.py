@@ -18,6 +18,8 @@ SUBCOMMANDS = {
     "profile": ("scripts.profile_step", "where a decode step's time goes (GPU kernels, host)"),
     "fidelity": ("scripts.fidelity", "teacher-forced NLL / agreement vs Full KV (CPU ok)"),
     "kernels": ("scripts.kernels", "Triton kernels vs PyTorch references: speed"),
+    "calibrate": ("scripts.calibrate", "step-cost model of the real runner: timed grid, fit"),
+    "simulate": ("scripts.simulate", "throughput predicted by the real scheduler on a cost model"),
 }
 
 

@@ -3,6 +3,7 @@
     python -m scripts.bench long                            # qwen3-8b shape, defaults
     python -m scripts.bench long --kv-cache-tokens 200000   # a smaller KV pool
     python -m scripts.bench long --cpu-smoke                # tiny random Qwen3, CPU
+    python -m scripts.bench long ... --json R.json --trace T.json.gz   # report + step trace
 
 Workload: N random-token prompts (seeded), every request generates exactly `output_len`
 tokens (ignore_eos), sampled at the given temperature; random weights with the model's
@@ -12,11 +13,21 @@ prompts, same pool size; each engine gets an untimed warm-up (Zipage's compresse
 compiles outside the timed run). Output tok/s = N x output_len / wall time of `generate`.
 Long reasoning is where Full KV runs out of KV memory: its concurrency falls to
 pool / context while Zipage holds (C + 1) x b tokens per request.
+
+--json writes the throughput report of zipage/sim/report.py (source "measured"; the raw
+results under "results"), the format `bench simulate --validate` predicts. --trace records
+every step of the timed runs (features, host timings, CUDA-event device time; one pass over
+the step's rows per step) for `bench calibrate --from-trace` and `bench simulate --validate`.
 """
+import dataclasses
 import time
 
 from scripts import bench_common as bc
+from scripts.roofline import copy_bandwidth, mean_decode_context
 from zipage import LLM, SamplingParams
+from zipage.sim import report as rp
+from zipage.sim.shapes import itemsize, kv_bytes_per_token, parameter_counts
+from zipage.sim.trace import COLUMNS, StepTracer, write_traces
 
 
 def add_arguments(p):
@@ -36,6 +47,8 @@ def add_arguments(p):
                    choices=["full", "zipage"])
     p.add_argument("--async-scheduling", action="store_true",
                    help="both engines schedule step N+1 while step N runs")
+    p.add_argument("--trace", metavar="PATH",
+                   help="write per-step traces of the timed runs (JSON; gzip if PATH ends .gz)")
 
 
 def engine_options(a, name: str, base: dict) -> dict:
@@ -45,11 +58,12 @@ def engine_options(a, name: str, base: dict) -> dict:
     if a.kv_cache_tokens is not None:
         opts["kv_cache_tokens"] = a.kv_cache_tokens
     if name == "zipage":
-        opts.update(budget=a.budget, compression=bc.scoring(a))
+        opts.update(budget=a.budget, compression=dataclasses.asdict(bc.scoring(a)))
     return opts
 
 
-def run_engine(a, model: str, name: str, base: dict, prompts, warm_prompts, device) -> dict:
+def run_engine(a, model: str, name: str, base: dict, prompts, warm_prompts, device,
+               traces: dict) -> dict:
     opts = engine_options(a, name, base)
     t0 = time.perf_counter()
     llm = LLM(model, **opts)
@@ -58,11 +72,15 @@ def run_engine(a, model: str, name: str, base: dict, prompts, warm_prompts, devi
     llm.generate(warm_prompts, warm, use_tqdm=False)
     params = SamplingParams(temperature=a.temperature, seed=a.seed, max_tokens=a.output_len,
                             ignore_eos=True)
+    tracer = StepTracer.attach(llm) if a.trace else None
     bc.sync(device)
     t0 = time.perf_counter()
     outs = llm.generate(prompts, params, use_tqdm=False)
     bc.sync(device)
     wall = time.perf_counter() - t0
+    if tracer is not None:
+        StepTracer.detach(llm)
+        traces[name] = tracer.table(opts)
     n_out = sum(len(o.outputs[0].token_ids) for o in outs if o.outputs)
     stats = llm.last_stats.as_dict()
     peak_kv = max(o.outputs[0].metrics["peak_kv_tokens"] for o in outs if o.outputs)
@@ -71,7 +89,10 @@ def run_engine(a, model: str, name: str, base: dict, prompts, warm_prompts, devi
                   max_concurrency=llm.max_concurrency, num_kv_blocks=llm.num_kv_blocks,
                   peak_kv_tokens_per_request=peak_kv, stats=stats,
                   incomplete=sum(1 for o in outs if not o.outputs or
-                                 len(o.outputs[0].token_ids) != a.output_len))
+                                 len(o.outputs[0].token_ids) != a.output_len),
+                  model_shape=dataclasses.asdict(llm.spec),
+                  bytes_read=bytes_read(a, llm, stats, tracer), roofline_basis=(
+                      "trace" if tracer else "analytic: no preemption recompute counted"))
     print(f"== {name}: {n_out} tokens in {wall:.1f} s = {n_out / wall:.0f} tok/s; steps "
           f"{stats['num_steps']}, mean running {stats['mean_running']:.1f}, peak running "
           f"{stats['peak_running']}, preemptions {stats['num_preemptions']}, compressions "
@@ -80,6 +101,43 @@ def run_engine(a, model: str, name: str, base: dict, prompts, warm_prompts, devi
     llm.shutdown()
     bc.free_memory(device)
     return result
+
+
+def bytes_read(a, llm, stats: dict, tracer: StepTracer | None) -> float:
+    """Bytes the run's steps read: decode weights per step plus the KV attended (every step's
+    contexts from the trace; else each request's decode contexts, without recomputes)."""
+    spec, dtype = llm.spec, llm.dtype
+    weights = parameter_counts(spec)[1] * itemsize(dtype)
+    if tracer is not None:
+        i, j = COLUMNS.index("kv_read_tokens"), COLUMNS.index("prefill_context_tokens")
+        kv = sum(r[i] + r[j] for r in tracer.rows)
+    else:
+        budget = a.budget if llm.config.budget is not None else None
+        kv = a.num_requests * (a.output_len - 1) * mean_decode_context(
+            a.prompt_len, a.output_len, budget, a.block_size)
+    return stats["num_steps"] * weights + kv * kv_bytes_per_token(spec, dtype)
+
+
+def report(a, env: dict, workload: dict, results: list[dict], copy_bw: float | None) -> dict:
+    engines = {}
+    for r in results:
+        s = r["stats"]
+        engines["fullkv" if r["engine"] == "full" else "zipage"] = rp.engine_entry(
+            output_tokens=r["num_output_tokens"], wall_time_s=r["wall_time_s"],
+            steps=s["num_steps"], mean_running=s["mean_running"],
+            preemptions=s["num_preemptions"], compressions=s["num_compressions"],
+            num_kv_blocks=r["num_kv_blocks"], block_size=a.block_size, options=r["options"],
+            bytes_read=r["bytes_read"], copy_bandwidth_Bps=copy_bw,
+            roofline_basis=r["roofline_basis"], compression_time_s=s["compression_time_s"],
+            peak_running=s["peak_running"])
+    return rp.build_report(
+        "measured", model="tiny-qwen3 (cpu-smoke)" if a.cpu_smoke else a.model,
+        model_shape=results[0]["model_shape"], gpu=env.get("gpu"), output_len=a.output_len,
+        num_requests=a.num_requests, prompt_len=a.prompt_len, budget=a.budget,
+        block_size=a.block_size, async_scheduling=a.async_scheduling, engines=engines,
+        temperature=a.temperature, seed=a.seed,
+        copy_bandwidth_GBps=copy_bw / 1e9 if copy_bw else None, environment=env,
+        workload=workload, results=results)
 
 
 def main(a) -> int:
@@ -97,20 +155,24 @@ def main(a) -> int:
     # warm-up prompts longer than the cap: Zipage compresses them right after prefill
     warm_len = min(a.budget + 2 * a.block_size, a.prompt_len + a.output_len)
     warm_prompts = bc.random_prompts(a.num_requests, warm_len, vocab, a.seed + 1)
-    results = [run_engine(a, model, name, base, prompts, warm_prompts, device)
+    copy_bw = copy_bandwidth(device) if device.type == "cuda" else None
+    traces = {}
+    results = [run_engine(a, model, name, base, prompts, warm_prompts, device, traces)
                for name in a.engines]
-    by_name = {r["engine"]: r for r in results}
-    ratio = None
-    if "full" in by_name and "zipage" in by_name:
-        ratio = by_name["zipage"]["output_tokens_per_s"] / by_name["full"]["output_tokens_per_s"]
-    bc.write_json(a.json, dict(environment=env, workload=workload, results=results, ratio=ratio))
+    out = report(a, env, workload, results, copy_bw)
+    ratio = out["speedup"]
+    bc.write_json(a.json, dict(out, ratio=ratio))
+    if a.trace:
+        write_traces(a.trace, {"fullkv" if k == "full" else k: v for k, v in traces.items()})
     print(f"\n{'engine':<10}{'tok/s':>9}{'wall s':>9}{'mean run':>10}{'max conc':>10}"
-          f"{'preempt':>9}{'compress s':>12}{'peak KV/req':>13}")
+          f"{'preempt':>9}{'compress s':>12}{'peak KV/req':>13}{'roofline':>10}")
     for r in results:
         s = r["stats"]
+        roof = out["fullkv" if r["engine"] == "full" else "zipage"]["roofline_fraction"]
         print(f"{r['engine']:<10}{r['output_tokens_per_s']:>9.0f}{r['wall_time_s']:>9.1f}"
               f"{s['mean_running']:>10.1f}{r['max_concurrency']:>10}{s['num_preemptions']:>9}"
-              f"{s['compression_time_s']:>12.1f}{r['peak_kv_tokens_per_request']:>13}")
+              f"{s['compression_time_s']:>12.1f}{r['peak_kv_tokens_per_request']:>13}"
+              f"{'-' if roof is None else f'{roof:.1%}':>10}")
     if ratio is not None:
         print(f"ratio zipage / full KV: {ratio:.2f}x")
     if tmp is not None:

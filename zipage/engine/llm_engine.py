@@ -14,6 +14,9 @@ model. The engine talks to a runner only through this protocol:
   teacher-forcing records and compression time. Each handle is collected once, in launch
   order.
 
+``engine.on_step``, when set, is called once per collected step with the step, its result
+and its host timings (``StepTiming``): measured runs record traces with it (zipage/sim).
+
 Messages (``zipage/engine/messages.py``) are never written after they are built, so the
 runner may read them whenever it likes. With ``async_scheduling`` the engine schedules and
 launches step N+1 before it collects step N (outputs are identical, docs/design.md).
@@ -51,6 +54,15 @@ class FinishedSample(NamedTuple):
     output: CompletionOutput
 
 
+class StepTiming(NamedTuple):
+    """Host seconds of one step (perf_counter), passed to ``LLMEngine.on_step``."""
+    schedule_s: float  # scheduler.schedule() of this step
+    launch_s: float  # runner.launch
+    wait_s: float  # runner.collect: waiting for the device
+    post_s: float  # applying its results (scheduler, detokenizer)
+    end: float  # perf_counter when the results were applied
+
+
 @dataclass
 class EngineStats:
     """Since the last ``reset_stats``."""
@@ -66,6 +78,8 @@ class EngineStats:
 class _Launched:
     step: SchedulerOutput
     handle: Any
+    schedule_s: float = 0.0
+    launch_s: float = 0.0
 
 
 class LLMEngine:
@@ -86,6 +100,7 @@ class LLMEngine:
             self.block_manager)
         self.stats = EngineStats()
         self._in_flight: _Launched | None = None
+        self.on_step = None  # callable(step, result, StepTiming) per collected step, or None
 
     # -- requests -------------------------------------------------------------------------
     def add_request(self, request_id: int, prompt_token_ids: list[int], params: SamplingParams,
@@ -136,12 +151,13 @@ class LLMEngine:
         the one launched before it) and return the samples that finished."""
         start, executed = time.perf_counter(), self.stats.execute_time_s
         step = self.scheduler.schedule()
+        schedule_s = time.perf_counter() - start
         if step.is_empty and self._in_flight is None:
             raise RuntimeError(f"scheduler made no progress: {len(self.scheduler.running)} "
                                f"running, {len(self.scheduler.waiting)} waiting, "
                                f"{self.block_manager.num_free_blocks} free blocks")
         # An empty step: nothing is runnable until the step in flight is known.
-        launched = None if step.is_empty else self._launch(step)
+        launched = None if step.is_empty else self._launch(step, schedule_s)
         if self.config.async_scheduling:
             to_collect, self._in_flight = self._in_flight, launched
         else:
@@ -151,12 +167,13 @@ class LLMEngine:
         self.stats.schedule_time_s += elapsed - (self.stats.execute_time_s - executed)
         return finished
 
-    def _launch(self, step: SchedulerOutput) -> _Launched:
+    def _launch(self, step: SchedulerOutput, schedule_s: float) -> _Launched:
         t = time.perf_counter()
         previous = self._in_flight.handle if self._in_flight else None
-        launched = _Launched(step, self.runner.launch(step, previous))
+        launched = _Launched(step, self.runner.launch(step, previous), schedule_s)
+        launched.launch_s = time.perf_counter() - t
         s, running = self.stats, len(self.scheduler.running)
-        s.execute_time_s += time.perf_counter() - t
+        s.execute_time_s += launched.launch_s
         s.num_steps, s.sum_running = s.num_steps + 1, s.sum_running + running
         s.peak_running = max(s.peak_running, running)
         return launched
@@ -164,7 +181,8 @@ class LLMEngine:
     def _collect(self, launched: _Launched) -> list[FinishedSample]:
         t = time.perf_counter()
         result = self.runner.collect(launched.handle)  # waits for the device
-        self.stats.execute_time_s += time.perf_counter() - t
+        waited = time.perf_counter()
+        self.stats.execute_time_s += waited - t
         self.stats.compression_time_s += result.compression_time_s
         updated = self.scheduler.update_from_output(launched.step, result, self.eos_token_ids,
                                                     self.detokenizer.stop_string_hit)
@@ -174,6 +192,10 @@ class LLMEngine:
             if seq.finish_reason is not None:
                 seq.finish_time = now
                 finished.append(FinishedSample(seq.request_id, self.detokenizer.completion(seq)))
+        if self.on_step is not None:
+            end = time.perf_counter()
+            self.on_step(launched.step, result, StepTiming(
+                launched.schedule_s, launched.launch_s, waited - t, end - waited, end))
         return finished
 
     # -- lifecycle --------------------------------------------------------------------------

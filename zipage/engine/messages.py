@@ -74,3 +74,5 @@ class StepResult:
     sampled: dict[int, int] = field(default_factory=dict)  # seq_id -> token, rows that sample
     teacher: dict[int, TeacherRecord] = field(default_factory=dict)  # seq_id -> forced-token record
     compression_time_s: float = 0.0  # device time of this step's compressions
+    device_time_s: float | None = None  # device time of the whole step, when the runner times
+    #                                     steps (ModelRunner.time_steps; traces, calibration)

@@ -37,21 +37,30 @@ def bytes_per_query_slot(spec: ModelSpec, window: int, dtype: torch.dtype) -> in
     return spec.num_layers * window * spec.num_heads * spec.head_dim * item
 
 
-def plan_memory(spec, cfg, dtype, device, peak_bytes: int, max_model_len: int) -> MemoryPlan:
+def plan_kv_pool(spec: ModelSpec, cfg, dtype: torch.dtype, max_model_len: int,
+                 total_bytes: int | None = None, non_kv_bytes: int = 0) -> MemoryPlan:
+    """The pool, by arithmetic only: on a device of ``total_bytes`` of which ``non_kv_bytes``
+    hold weights, activations and other processes; ``total_bytes=None`` (or an explicit
+    ``kv_cache_tokens``): the explicit / CPU rule. The simulator sizes pools with it."""
     with_score = cfg.budget is not None and bool(cfg.compression.use_global_score)
     block = bytes_per_block(spec, cfg.block_size, dtype, with_score)
     slots = cfg.max_num_seqs if cfg.budget is not None else 0
     slot_bytes = bytes_per_query_slot(spec, cfg.observation_window, dtype)
-    if cfg.kv_cache_tokens is not None or device.type != "cuda":
+    if cfg.kv_cache_tokens is not None or total_bytes is None:
         tokens = cfg.kv_cache_tokens or max(16384, 2 * max_model_len)
         return MemoryPlan(-(-tokens // cfg.block_size), slots, block, slot_bytes)
-    free, total = torch.cuda.mem_get_info(device)
-    used_by_others = total - free - torch.cuda.memory_reserved(device)
-    available = total * cfg.gpu_memory_utilization - used_by_others - peak_bytes
-    available -= slots * slot_bytes
+    available = total_bytes * cfg.gpu_memory_utilization - non_kv_bytes - slots * slot_bytes
     num_blocks = int(available // block)
     if num_blocks <= 0:
-        raise RuntimeError(f"no GPU memory left for the KV cache (weights and activations take "
-                           f"{peak_bytes / 2**30:.1f} GiB); raise gpu_memory_utilization or lower "
-                           f"max_num_batched_tokens")
+        raise RuntimeError(f"no GPU memory left for the KV cache (weights, activations and other "
+                           f"processes take {non_kv_bytes / 2**30:.1f} GiB); raise "
+                           f"gpu_memory_utilization or lower max_num_batched_tokens")
     return MemoryPlan(num_blocks, slots, block, slot_bytes)
+
+
+def plan_memory(spec, cfg, dtype, device, peak_bytes: int, max_model_len: int) -> MemoryPlan:
+    if cfg.kv_cache_tokens is not None or device.type != "cuda":
+        return plan_kv_pool(spec, cfg, dtype, max_model_len)
+    free, total = torch.cuda.mem_get_info(device)
+    used_by_others = total - free - torch.cuda.memory_reserved(device)
+    return plan_kv_pool(spec, cfg, dtype, max_model_len, total, used_by_others + peak_bytes)

@@ -30,6 +30,7 @@ class ModelRunner:
         if cfg.budget is not None:
             from zipage.worker.compressor import Compressor
             self.compressor = Compressor(cfg, self)
+        self.time_steps = False  # StepResult.device_time_s of every step (traces, calibration)
         self.graphs = None
         if device.type == "cuda" and not cfg.enforce_eager:
             width = (cfg.num_kept_blocks + 1 if cfg.budget is not None
@@ -94,6 +95,14 @@ class ModelRunner:
     def launch(self, step: SchedulerOutput, previous: StepHandle | None = None) -> StepHandle:
         """Queue a step on the device without waiting for it: compressions, forward, sampling.
         Input tokens still being sampled by ``previous`` are taken from its device tensor."""
+        if not self.time_steps:
+            return self._launch(step, previous)
+        timer = DeviceTimer(self.device)
+        handle = self._launch(step, previous)
+        handle.step_timer = timer.stop()
+        return handle
+
+    def _launch(self, step: SchedulerOutput, previous: StepHandle | None) -> StepHandle:
         timer = None
         if step.compressions:
             timer = DeviceTimer(self.device)

@@ -45,6 +45,7 @@ class StepHandle:
         self.tokens = tokens  # (len(seq_ids),) int64
         self.teacher = teacher  # (use, logprob, argmax, forced) when teacher forcing
         self.compression = compression
+        self.step_timer: DeviceTimer | None = None  # the whole step (ModelRunner.time_steps)
         self.host_tokens, self.ready = tokens, None
         if tokens is not None and tokens.is_cuda:
             self.host_tokens = _to_host(tokens)
@@ -58,6 +59,8 @@ class StepHandle:
         if self.ready is not None:
             self.ready.synchronize()
         out = StepResult(compression_time_s=self.compression.seconds() if self.compression else 0.0)
+        if self.step_timer is not None:
+            out.device_time_s = self.step_timer.seconds()
         if self.tokens is None:
             return out
         out.sampled = dict(zip(self.seq_ids, self.host_tokens.tolist()))

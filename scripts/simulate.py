@@ -1,0 +1,202 @@
+"""Throughput predicted by the real scheduler on a step-cost model (zipage/sim): the engine's
+own Scheduler and BlockManager drive a SimRunner that advances a virtual clock.
+
+    python -m scripts.bench simulate --output-len 8192 --num-requests 128        # a workload
+    python -m scripts.bench simulate --mean-output-len 16384 --samples-per-prompt 32
+    python -m scripts.bench simulate --replay outputs/.../samples.jsonl --budget 1024
+    python -m scripts.bench simulate --validate R.json --trace R_trace.json.gz  # measured run
+    python -m scripts.bench simulate --paper --measured results/bench/*.json --jobs 2
+
+The cost model comes from --cost (a `bench calibrate` file; default: the one file
+results/bench/step_cost_*_<model>.json) or --fixed-cost (stated coefficients, no
+measurement: the numbers are then no prediction). Pool: --kv-cache-tokens, or the whole
+device (--gpu-memory-gib; default the calibrated GPU) sized by the engine's own memory
+arithmetic with the calibrated non-KV bytes.
+"""
+import dataclasses
+import glob
+
+from scripts import bench_common as bc
+from zipage.sim import report as rp
+from zipage.sim.calibration_file import Calibration
+from zipage.sim.cost_model import fixed_cost_model
+from zipage.sim.lengths import Replay, read_samples
+from zipage.sim.paper import PAPER, SWEEP_BUDGETS, SWEEP_MEANS, length_distribution, run_jobs
+from zipage.sim.shapes import estimated_memory, model_spec
+from zipage.sim.simulate import make_requests, replay_requests
+from zipage.sim.validate import load_report, markdown_table, predict_report, trace_breakdown
+
+ENGINE_KEYS = {"full": "fullkv", "zipage": "zipage"}
+
+
+def add_arguments(p):
+    p.add_argument("--model", default="qwen3-8b", help="preset shape or checkpoint folder")
+    p.add_argument("--cost", metavar="CALIBRATION", help="step_cost_*.json of `bench calibrate`")
+    p.add_argument("--fixed-cost", action="store_true", help="stated coefficients, no measurement")
+    p.add_argument("--engines", nargs="+", default=["full", "zipage"], choices=list(ENGINE_KEYS))
+    p.add_argument("--num-requests", type=int, default=960)
+    p.add_argument("--samples-per-prompt", type=int, default=1, help="requests sharing a prompt")
+    p.add_argument("--prompt-len", type=int, default=128)
+    lengths = p.add_mutually_exclusive_group()
+    lengths.add_argument("--output-len", type=int, help="every request generates exactly this")
+    lengths.add_argument("--mean-output-len", type=float, help="capped lognormal with this mean")
+    lengths.add_argument("--replay", metavar="SAMPLES_JSONL", help="a harness run's samples")
+    p.add_argument("--max-output-len", type=int, default=PAPER["max_output_len"], help="the cap")
+    p.add_argument("--sigma", type=float, default=PAPER["sigma"], help="lognormal sigma")
+    p.add_argument("--budget", type=int, default=PAPER["budget"])
+    p.add_argument("--block-size", type=int, default=PAPER["block_size"])
+    pool = p.add_mutually_exclusive_group()
+    pool.add_argument("--kv-cache-tokens", type=int)
+    pool.add_argument("--gpu-memory-gib", type=float, help="device memory (default: calibrated)")
+    p.add_argument("--max-num-seqs", type=int, default=PAPER["max_num_seqs"])
+    p.add_argument("--max-num-batched-tokens", type=int, default=8192)
+    p.add_argument("--async-scheduling", action="store_true")
+    bc.add_scoring_arguments(p)
+    p.add_argument("--temperature", type=float, default=0.6)
+    bc.add_common_arguments(p)
+    p.add_argument("--validate", nargs="+", metavar="REPORT", help="measured `long --json` runs")
+    p.add_argument("--trace", nargs="+", metavar="TRACE", help="their traces (same order)")
+    p.add_argument("--markdown", metavar="PATH", help="write the validation table here")
+    p.add_argument("--paper", action="store_true",
+                   help="paper workload (mean: --mean-output-len, default 16384), GPU sizes, "
+                        "sweep, plot")
+    p.add_argument("--sweep-means", type=float, nargs="+", default=list(SWEEP_MEANS))
+    p.add_argument("--sweep-budgets", type=int, nargs="+", default=list(SWEEP_BUDGETS))
+    p.add_argument("--measured", nargs="*", default=[], metavar="REPORT", help="plot these")
+    p.add_argument("--plot", default="results/bench/speedup_vs_length.png")
+    p.add_argument("--jobs", type=int, default=1, help="simulations run in parallel processes")
+
+
+def calibration(a) -> Calibration | None:
+    if a.fixed_cost:
+        print("== FIXED COST MODEL (not measured): these numbers are not predictions")
+        return None
+    paths = [a.cost] if a.cost else sorted(glob.glob(f"results/bench/step_cost_*_{a.model}.json"))
+    if len(paths) != 1:
+        raise SystemExit(f"no single calibration for {a.model} ({paths or 'none found'}): run "
+                         f"`python -m scripts.bench calibrate` on the GPU, pass --cost, or "
+                         f"--fixed-cost for an uncalibrated run")
+    cal = Calibration(paths[0])
+    print(f"== cost model: {cal.path} ({cal.gpu}, {cal.model})")
+    return cal
+
+
+def cost_for(cal):
+    return (lambda engine, block: fixed_cost_model()) if cal is None else cal.cost
+
+
+def memory_for(a, cal, engine: str, gpu_gib: float | None = None):
+    if a.kv_cache_tokens is not None:
+        return None
+    gib = gpu_gib or a.gpu_memory_gib
+    total = int(gib * 2**30) if gib else None
+    if cal is not None and (memory := cal.memory(engine, a.block_size, total)) is not None:
+        return memory
+    if total is None:
+        raise SystemExit("size the pool: --kv-cache-tokens or --gpu-memory-gib (the calibration "
+                         "has no memory record)")
+    return estimated_memory(model_spec(a.model), bc.torch_dtype("bfloat16", None), total)
+
+
+def options(a, engine: str, budget: int | None = None) -> dict:
+    opts = dict(load_format="dummy", block_size=a.block_size, max_num_seqs=a.max_num_seqs,
+                max_num_batched_tokens=a.max_num_batched_tokens,
+                max_model_len=a.prompt_len + a.max_output_len + a.block_size,
+                async_scheduling=a.async_scheduling, seed=a.seed)
+    if a.kv_cache_tokens is not None:
+        opts["kv_cache_tokens"] = a.kv_cache_tokens
+    if engine == "zipage":
+        opts.update(budget=budget or a.budget, compression=dataclasses.asdict(bc.scoring(a)))
+    return opts
+
+
+def workload(a):
+    """(requests, output_len for the report)."""
+    if a.replay:
+        requests = replay_requests(read_samples(a.replay))
+        return requests, Replay(a.replay).describe()
+    if a.mean_output_len is not None:
+        dist = length_distribution(a.mean_output_len, a.max_output_len, a.sigma)
+        lengths = dist.draw(a.num_requests, a.seed)
+        return make_requests(lengths, a.prompt_len, a.samples_per_prompt), dist.describe()
+    n = a.output_len or a.max_output_len
+    a.max_output_len = n
+    return make_requests([n] * a.num_requests, a.prompt_len, a.samples_per_prompt), n
+
+
+def job(a, cal, engine, requests, budget=None, gpu_gib=None, label="") -> dict:
+    return dict(label=label, model=a.model, options=options(a, engine, budget),
+                requests=requests, cost=cost_for(cal)(engine, a.block_size),
+                memory=memory_for(a, cal, engine, gpu_gib), seed=a.seed,
+                temperature=a.temperature, log_every_s=None if a.jobs > 1 else 60,
+                copy_bandwidth_Bps=cal.copy_bandwidth_Bps if cal else None)
+
+
+def to_report(a, cal, results: dict, output_len, num_requests, budget=None, **extra) -> dict:
+    return rp.build_report("simulated", model=a.model, gpu=cal.gpu if cal else None,
+                           output_len=output_len, num_requests=num_requests,
+                           prompt_len=a.prompt_len, budget=budget or a.budget,
+                           block_size=a.block_size, async_scheduling=a.async_scheduling,
+                           engines=results, cost_model=cal.path if cal else "fixed", **extra)
+
+
+def print_report(r: dict) -> None:
+    print(f"\n{'engine':<8}{'tok/s':>9}{'virtual s':>11}{'steps':>9}{'mean run':>10}"
+          f"{'preempt':>9}{'compress':>10}{'pool tok':>10}{'roofline':>10}")
+    for name in rp.ENGINES:
+        e = r.get(name)
+        if e:
+            roof = "-" if e["roofline_fraction"] is None else f"{e['roofline_fraction']:.1%}"
+            print(f"{name:<8}{e['output_tokens_per_s']:>9.0f}{e['wall_time_s']:>11.1f}"
+                  f"{e['steps']:>9}{e['mean_running']:>10.1f}{e['preemptions']:>9}"
+                  f"{e['compressions']:>10}{e['pool_tokens']:>10}{roof:>10}")
+    if r["speedup"] is not None:
+        print(f"speedup zipage / full KV: {r['speedup']:.2f}x")
+
+
+def run_workload(a, cal) -> int:
+    requests, output_len = workload(a)
+    names = [ENGINE_KEYS[e] for e in a.engines]
+    results = run_jobs([job(a, cal, n, requests) for n in names], a.jobs)
+    report = to_report(a, cal, dict(zip(names, results)), output_len, len(requests))
+    print_report(report)
+    bc.write_json(a.json, report)
+    return 0
+
+
+def validate(a, cal) -> int:
+    if cal is None:
+        raise SystemExit("--validate needs a calibration (--cost), not --fixed-cost")
+    traces = a.trace or []
+    if traces and len(traces) != len(a.validate):
+        raise SystemExit("--trace: give one trace per --validate report, in the same order")
+    runs, out = [], []
+    for i, path in enumerate(a.validate):
+        measured = load_report(path)
+        predicted = predict_report(measured, cal.cost, cal.copy_bandwidth_Bps)
+        rows = rp.compare(measured, predicted)
+        print(f"\n== {path}: {measured['num_requests']} x ({measured['prompt_len']} -> "
+              f"{measured['output_len']}), budget {measured['budget']} / block "
+              f"{measured['block_size']}, pool {measured['pool_tokens']}\n"
+              + rp.format_comparison(rows))
+        if traces:
+            lines = trace_breakdown(traces[i], predicted, cal.cost, measured["block_size"])
+            print("\n".join(lines))
+        runs.append((path, rows))
+        out.append(dict(measured=path, rows=rows, predicted=predicted))
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(markdown_table(runs))
+        print(f"== table written to {a.markdown}")
+    bc.write_json(a.json, dict(validation=out, cost_model=cal.path))
+    return 0 if all(r["within_tolerance"] for _, rows in runs for r in rows) else 1
+
+
+def main(a) -> int:
+    cal = calibration(a)
+    if a.validate:
+        return validate(a, cal)
+    if a.paper:
+        from scripts.simulate_paper import paper
+        return paper(a, cal)
+    return run_workload(a, cal)

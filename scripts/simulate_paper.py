@@ -1,0 +1,76 @@
+"""`bench simulate --paper`: the paper workload (zipage/sim/paper.py) on the whole GPU and on
+40 / 80 GiB devices, the speedup-vs-mean-output-length sweep over budgets, and its plot with
+the measured points (and the simulator's prediction of each measured workload)."""
+from scripts import bench_common as bc
+from scripts.simulate import job, print_report, to_report
+from zipage.sim.paper import GPU_SIZES_GIB, PAPER, paper_requests, plot_speedup, run_jobs
+from zipage.sim.validate import load_report, predict_report
+
+
+def paper(a, cal) -> int:
+    a.block_size, a.prompt_len = PAPER["block_size"], PAPER["prompt_len"]
+    a.max_output_len = PAPER["max_output_len"]
+    num_prompts = max(1, a.num_requests // PAPER["samples_per_prompt"])
+    paper_mean = a.mean_output_len or PAPER["mean_output_len"]
+    workloads, jobs = {}, {}
+
+    def requests(mean):
+        if mean not in workloads:
+            workloads[mean] = paper_requests(mean, a.max_output_len, a.sigma, num_prompts,
+                                             seed=a.seed)
+        return workloads[mean][0]
+
+    def add(engine, mean, budget, gib=None):
+        key = (engine, mean, budget if engine == "zipage" else None, gib)
+        if key not in jobs:
+            jobs[key] = job(a, cal, engine, requests(mean), budget, gib)
+
+    for mean in a.sweep_means:
+        add("fullkv", mean, None)
+        for budget in a.sweep_budgets:
+            add("zipage", mean, budget)
+    for gib in (None, *GPU_SIZES_GIB):
+        add("fullkv", paper_mean, None, gib)
+        add("zipage", paper_mean, a.budget, gib)
+    print(f"== {len(jobs)} simulations of {len(requests(paper_mean))} requests each")
+    results = dict(zip(jobs, run_jobs(list(jobs.values()), a.jobs)))
+
+    def pair(mean, budget, gib=None):
+        engines = {"fullkv": results[("fullkv", mean, None, gib)],
+                   "zipage": results[("zipage", mean, budget, gib)]}
+        return to_report(a, cal, engines, workloads[mean][1], len(requests(mean)), budget,
+                         gpu_memory_gib=gib)
+
+    reports = {f"mean{m:.0f}_budget{b}": pair(m, b) for m in a.sweep_means for b in a.sweep_budgets}
+    reports["paper"] = pair(paper_mean, a.budget)
+    for gib in GPU_SIZES_GIB:
+        reports[f"paper_{gib}GiB"] = pair(paper_mean, a.budget, gib)
+    for name in ("paper", *(f"paper_{gib}GiB" for gib in GPU_SIZES_GIB)):
+        print(f"\n== {name}: mean output {paper_mean:.0f} (cap {a.max_output_len}), budget "
+              f"{a.budget} / block {a.block_size}")
+        print_report(reports[name])
+    curves = {b: [(m, reports[f"mean{m:.0f}_budget{b}"]["speedup"]) for m in a.sweep_means]
+              for b in a.sweep_budgets}
+    points = [measured_point(path, cal) for path in a.measured]
+    points = [p for p in points if p is not None]
+    gpu = cal.gpu if cal else "FIXED COST MODEL (not measured)"
+    title = (f"{a.model}, {gpu}: {len(requests(paper_mean))} requests, capped lognormal "
+             f"(sigma {a.sigma}), cap {a.max_output_len}\n"
+             f"star: measured run (its own workload); x: the simulator's prediction of it")
+    plot_speedup(curves, points, a.plot, title)
+    print(f"== plot written to {a.plot}")
+    bc.write_json(a.json or "results/bench/paper_prediction.json",
+                  dict(reports=reports, measured_points=points, curves=curves))
+    return 0
+
+
+def measured_point(path: str, cal) -> dict | None:
+    m = load_report(path)
+    if not m.get("speedup"):
+        print(f"== {path}: one engine only, no speedup to plot")
+        return None
+    predicted = predict_report(m, cal.cost, cal.copy_bandwidth_Bps)["speedup"] if cal else None
+    pool = max(m["pool_tokens"].values())
+    return dict(path=path, x=m["output_len"], y=m["speedup"], predicted=predicted,
+                label=f"{m['num_requests']}x{m['output_len']}, budget {m['budget']}/"
+                      f"{m['block_size']}, pool {pool // 1000}k")

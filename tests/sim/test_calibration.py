@@ -1,0 +1,89 @@
+"""Calibration pieces on the CPU: synthetic steps have the features they were asked for and
+run on the real runner, the grid stays inside the pool, the pool arithmetic is the engine's."""
+import pytest
+import torch
+
+from zipage import LLM
+from zipage.config import EngineConfig
+from zipage.sampling_params import SamplingParams
+from zipage.sim.calibration import fit_cost_model, host_phase_samples, measure_grid
+from zipage.sim.cost_model import fixed_cost_model
+from zipage.sim.features import step_features
+from zipage.sim.shapes import DeviceMemory, model_spec, plan_pool
+from zipage.sim.simulate import make_requests, simulate
+from zipage.sim.synthetic import GridPoint, calibration_grid, kv_tokens, synthetic_step
+
+PARAMS = SamplingParams(temperature=0.6)
+
+
+def test_synthetic_step_has_the_asked_features():
+    p = GridPoint(6, 40, prefill_rows=2, prefill_tokens=30, prefill_prefix=16, compressions=3,
+                  compression_len=64)
+    step = synthetic_step(p, 16, 200, num_kept_blocks=2, num_query_slots=8, params=PARAMS)
+    f = step_features(step)
+    C, b = 2, 16
+    assert (f.decode_rows, f.prefill_rows, f.prefill_tokens) == (6, 2, 60)
+    assert f.kv_read_tokens == 3 * 40 + 3 * (C * b + 1)  # compressed rows decode after it
+    assert f.prefill_context_tokens == 2 * (16 + 30)
+    assert (f.compressions, f.compressed_tokens) == (3, 3 * 64)
+    for row in step.requests.values():
+        assert len(set(row.block_table)) == len(row.block_table) and row.sampling is PARAMS
+        assert len(row.block_table) * b >= row.phys_start + row.num_tokens
+    for t in step.compressions.values():
+        assert t.target_table == t.old_table[:C + 1]
+        assert step.requests[t.seq_id].block_table == t.target_table
+
+
+def test_synthetic_step_refuses_a_row_larger_than_the_pool():
+    with pytest.raises(ValueError, match="the pool has 4"):
+        synthetic_step(GridPoint(1, 100), 16, 4, None, 0, PARAMS)
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_grid_stays_inside_the_pool(compressed):
+    pool = 750_000
+    pts = calibration_grid(compressed, 256, 8 if compressed else None, pool, 512, 8192, 32768)
+    assert all(kv_tokens(p) <= pool and p.decode_rows <= 512 for p in pts)
+    assert any(p.prefill_rows for p in pts) and any(p.decode_rows == 512 for p in pts)
+    assert any(p.compressions for p in pts) == compressed
+    assert len({p.name for p in pts}) == len(pts)
+
+
+@pytest.fixture(scope="module")
+def zipage_llm(tiny_folder):
+    return LLM(tiny_folder, device="cpu", block_size=16, budget=32, kv_cache_tokens=4096,
+               max_num_seqs=8)
+
+
+def test_grid_runs_on_the_real_runner_and_fits(zipage_llm):
+    runner = zipage_llm.runner
+    pool = runner.num_kv_blocks * 16
+    pts = calibration_grid(True, 16, 2, pool, 8, 64, 240, rows=(1, 4, 8))
+    grid = measure_grid(runner, pts, 16, 2, PARAMS, log=lambda *_: None, warmup=0,
+                        sync_reps=1, reps=2)
+    assert len(grid) == len(pts) and all(s["device_s"][0] > 0 for s in grid)
+    assert not runner.time_steps  # left as found
+    opts = dict(device="cpu", block_size=16, budget=32, kv_cache_tokens=4096, max_num_seqs=8)
+    host = host_phase_samples(lambda **kw: simulate(
+        zipage_llm.config.model, opts, make_requests([200] * 8, 20), fixed_cost_model(),
+        spec=zipage_llm.spec, **kw), max_steps=30)
+    assert len(host) == 30
+    cost = fit_cost_model(grid, host, {"engine": "zipage"})
+    assert set(cost.meta["fit"]) == {"device", "launch", "schedule", "post"}
+    assert cost.device_s(step_features(synthetic_step(pts[0], 16, 256, 2, 8, PARAMS))) > 0
+
+
+def test_pool_arithmetic_is_the_engines():
+    spec = model_spec("qwen3-8b")
+    cfg = EngineConfig.from_kwargs("qwen3-8b", load_format="dummy", budget=2048, max_num_seqs=512,
+                                   use_global_score=True)
+    gib = 2**30
+    plan = plan_pool(spec, cfg, torch.bfloat16, 33000, DeviceMemory(80 * gib, 20 * gib, "test"))
+    block = 36 * 8 * (2 * 128 + 1) * 256 * 2  # L * H_kv * (2D + score) * b * bf16
+    slot = 36 * 16 * 32 * 128 * 2
+    assert plan.block_bytes == block and plan.num_query_slots == 512
+    assert plan.num_blocks == int((80 * gib * 0.9 - 20 * gib - 512 * slot) // block)
+    with pytest.raises(RuntimeError, match="no GPU memory left"):
+        plan_pool(spec, cfg, torch.bfloat16, 33000, DeviceMemory(20 * gib, 20 * gib, "test"))
+    explicit = EngineConfig.from_kwargs("qwen3-8b", load_format="dummy", kv_cache_tokens=1000)
+    assert plan_pool(spec, explicit, torch.bfloat16, 33000, None).num_blocks == 4  # ceil(1000/256)

@@ -1,0 +1,89 @@
+"""The whole flow on the CPU: a measured run with a trace (`bench long`), a calibration
+(`bench calibrate`), its validation (`bench simulate --validate`: exact step, preemption and
+compression counts), a refit to the trace, a plain prediction and the paper sweep with plot."""
+import json
+
+import pytest
+
+from scripts import bench
+from zipage.sim.report import REPORT_FORMAT
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    d = tmp_path_factory.mktemp("flow")
+    report, trace, cal = d / "long.json", d / "long_trace.json.gz", d / "cal.json"
+    assert bench.main(["long", "--cpu-smoke", "--json", str(report), "--trace", str(trace)]) == 0
+    assert bench.main(["calibrate", "--cpu-smoke", "--out", str(cal), "--warmup", "0",
+                       "--sync-reps", "1", "--reps", "2", "--host-steps", "20"]) == 0
+    return d, report, trace, cal
+
+
+def test_long_writes_the_report_format(measured):
+    _, report, _, _ = measured
+    r = json.loads(report.read_text())
+    assert r["format"] == REPORT_FORMAT and r["source"] == "measured"
+    for name in ("fullkv", "zipage"):
+        e = r[name]
+        assert e["output_tokens_per_s"] > 0 and e["pool_tokens"] == 512
+        assert {"roofline_fraction", "mean_running", "preemptions"} <= set(e)
+    assert r["speedup"] == pytest.approx(r["zipage"]["output_tokens_per_s"]
+                                         / r["fullkv"]["output_tokens_per_s"])
+    assert r["results"][0]["engine"] == "full"  # the raw results stay
+
+
+def test_validate_reproduces_the_measured_counts(measured, capsys):
+    d, report, trace, cal = measured
+    table, out = d / "validation.md", d / "validation.json"
+    rc = bench.main(["simulate", "--validate", str(report), "--cost", str(cal), "--trace",
+                     str(trace), "--markdown", str(table), "--json", str(out)])
+    assert rc in (0, 1)  # 1: outside ±10% (CPU timings of a shared machine)
+    rows = json.loads(out.read_text())["validation"][0]["rows"]
+    engines = {r["engine"]: r for r in rows}
+    assert set(engines) == {"fullkv", "zipage", "speedup"}
+    for name in ("fullkv", "zipage"):
+        r = engines[name]
+        for k in ("steps", "preemptions", "compressions"):
+            assert r[f"{k}_measured"] == r[f"{k}_predicted"], (name, k)
+        assert r["predicted_tok_s"] > 0
+    assert (rc == 0) == all(r["within_tolerance"] for r in rows)
+    assert "| zipage |" in table.read_text()
+    assert "cost model on the measured steps" in capsys.readouterr().out
+
+
+def test_refit_to_a_trace(measured):
+    d, _, trace, cal = measured
+    out = d / "refit.json"
+    assert bench.main(["calibrate", "--from-trace", str(trace), "--base", str(cal),
+                       "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["models"]["zipage/b16"]["meta"]["fitted_to"] == "traces"
+
+
+def test_predict_a_workload(tmp_path):
+    out = tmp_path / "sim.json"
+    assert bench.main(["simulate", "--fixed-cost", "--model", "qwen3-1.7b", "--num-requests",
+                       "12", "--output-len", "200", "--budget", "64", "--block-size", "16",
+                       "--kv-cache-tokens", "2048", "--max-num-seqs", "12", "--json",
+                       str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert r["source"] == "simulated" and r["output_len"] == 200
+    assert r["fullkv"]["preemptions"] > 0 and r["zipage"]["compressions"] > 0
+    assert r["fullkv"]["output_tokens"] == r["zipage"]["output_tokens"] == 12 * 200
+
+
+def test_paper_sweep_writes_reports_and_plot(tmp_path, measured):
+    _, report, _, _ = measured
+    plot, out = tmp_path / "speedup.png", tmp_path / "paper.json"
+    # the paper workload (mean 300, budget 256) is one of the sweep's: 6 simulations
+    assert bench.main(["simulate", "--paper", "--fixed-cost", "--num-requests", "32",
+                       "--measured", str(report), "--mean-output-len", "300", "--budget", "256",
+                       "--sweep-means", "300", "--sweep-budgets", "256", "--gpu-memory-gib",
+                       "80", "--plot", str(plot), "--json", str(out), "--jobs", "2"]) == 0
+    data = json.loads(out.read_text())
+    assert plot.stat().st_size > 10_000
+    assert set(data["reports"]) == {"paper", "paper_40GiB", "paper_80GiB", "mean300_budget256"}
+    assert data["measured_points"][0]["predicted"] is None  # no calibration: no prediction
+    small, big = data["reports"]["paper_40GiB"], data["reports"]["paper_80GiB"]
+    assert small["fullkv"]["pool_tokens"] < big["fullkv"]["pool_tokens"]
+    assert data["reports"]["paper"]["output_len"]["kind"] == "capped_lognormal"

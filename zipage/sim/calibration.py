@@ -1,0 +1,107 @@
+"""Calibration: time synthetic steps on a real runner, time the real scheduler's host work,
+fit the cost model (zipage/sim/cost_model.py). ``bench calibrate`` drives it.
+
+Each grid point is launched ``warmup`` times (compiles, caches), then ``sync_reps`` times
+launch-then-collect (the host launch time: nothing queued ahead), then ``reps`` times back
+to back without collecting (the device time of a step with the device kept busy: CUDA
+events, the first of them dropped). Host work outside the runner (scheduling, applying
+results) is measured by running the real engine on a SimRunner: the same Python, no model.
+"""
+import statistics
+import time
+
+from zipage.sampling_params import SamplingParams
+from zipage.sim.cost_model import HOST_PHASES, CostModel, LinearModel, fit_error, fit_linear
+from zipage.sim.features import StepFeatures, step_features
+from zipage.sim.synthetic import GridPoint, synthetic_step
+
+
+def time_point(runner, step, warmup: int = 1, sync_reps: int = 2, reps: int = 4) -> dict:
+    runner.time_steps = True
+    try:
+        for _ in range(warmup):
+            runner.collect(runner.launch(step, None))
+        launch = []
+        for _ in range(sync_reps):
+            t = time.perf_counter()
+            handle = runner.launch(step, None)
+            launch.append(time.perf_counter() - t)
+            runner.collect(handle)
+        handles = [runner.launch(step, None) for _ in range(reps)]
+        device = [runner.collect(h).device_time_s for h in handles]
+    finally:
+        runner.time_steps = False
+    return {"device_s": device, "launch_s": launch}
+
+
+def device_seconds(sample: dict) -> float:
+    d = sample["device_s"]
+    return statistics.median(d[1:] if len(d) > 1 else d)
+
+
+def measure_grid(runner, points: list[GridPoint], block_size: int, num_kept_blocks: int | None,
+                 params: SamplingParams, log=print, **reps) -> list[dict]:
+    samples = []
+    for i, p in enumerate(points):
+        step = synthetic_step(p, block_size, runner.num_kv_blocks, num_kept_blocks,
+                              runner.num_query_slots, params)
+        t = time_point(runner, step, **reps)
+        samples.append({"name": p.name, "point": p.as_dict(),
+                        "features": step_features(step).as_dict(), **t})
+        log(f"  [{i + 1}/{len(points)}] {p.name}: device {device_seconds(t) * 1e3:.2f} ms, "
+            f"launch {statistics.median(t['launch_s']) * 1e3:.2f} ms")
+    return samples
+
+
+def host_phase_samples(simulate_fn, max_steps: int) -> list[dict]:
+    """(features, schedule_s, post_s) of the real scheduler's steps, from a run of
+    ``simulate_fn(on_step=..., max_steps=...)`` (a SimRunner: no model, same host Python)."""
+    rows = []
+
+    def record(step, result, timing):
+        rows.append({"features": step_features(step).as_dict(), "schedule_s": timing.schedule_s,
+                     "post_s": timing.post_s})
+
+    simulate_fn(on_step=record, max_steps=max_steps)
+    return rows
+
+
+def row_knots(samples: list[dict]) -> tuple[int, ...]:
+    """The table T(rows) has a knot at every row count of a decode-only point."""
+    knots = {StepFeatures(**s["features"]).rows for s in samples
+             if not StepFeatures(**s["features"]).is_mixed}
+    return tuple(sorted(k for k in knots if k > 0)) or (1,)
+
+
+def fit_cost_model(grid: list[dict], host: list[dict], meta: dict) -> CostModel:
+    """Device and launch models from the grid, schedule and post models from the host run;
+    fit errors go to meta["fit"]."""
+    feats = [StepFeatures(**s["features"]) for s in grid]
+    device, device_err = fit_linear(feats, [device_seconds(s) for s in grid], row_knots(grid))
+    launch, launch_err = fit_linear(feats, [statistics.median(s["launch_s"]) for s in grid])
+    models, errors = {"launch": launch}, {"device": device_err, "launch": launch_err}
+    host_feats = [StepFeatures(**s["features"]) for s in host]
+    for phase in ("schedule", "post"):
+        times = [max(s[f"{phase}_s"], 1e-7) for s in host]
+        models[phase], errors[phase] = fit_linear(host_feats, times)
+    assert set(models) == set(HOST_PHASES)
+    return CostModel(device, models, {**meta, "fit": errors})
+
+
+def refit_from_traces(base: CostModel, records: list[dict], knots: tuple[int, ...]) -> CostModel:
+    """A cost model fitted to measured steps (zipage/sim/trace.py records): device from
+    device_s, each host phase from its time. Validating on the runs it was fitted to is
+    circular: fit on some runs, predict others."""
+    from zipage.sim.trace import features_of
+    feats = [features_of(r) for r in records]
+    device, err = fit_linear(feats, [max(r["device_s"], 1e-7) for r in records], knots)
+    host, errors = {}, {"device": err}
+    for phase in HOST_PHASES:
+        times = [max(r[f"{phase}_s"], 1e-7) for r in records]
+        host[phase], errors[phase] = fit_linear(feats, times)
+    return CostModel(device, host, {**base.meta, "fit": errors, "fitted_to": "traces"})
+
+
+def prediction_error(model: LinearModel, grid: list[dict]) -> dict:
+    feats = [StepFeatures(**s["features"]) for s in grid]
+    return fit_error(model, feats, [device_seconds(s) for s in grid])

@@ -1,0 +1,80 @@
+"""The paper workload and the speedup-vs-output-length sweep (``bench simulate --paper``).
+
+Paper workload (docs/method.md; the published run): 30 AIME24 problems x 32 samples = 960
+requests, max_tokens 32,768, budget 2048 / block 256, max_num_seqs 512, one whole GPU. Output
+lengths: the capped lognormal of zipage/sim/lengths.py with mean 16,384 (an assumption: the
+published run's lengths are not known here; --replay a run's samples.jsonl to use real ones).
+The sweep varies the mean (a mean equal to the cap means every sample runs to the cap).
+"""
+import multiprocessing
+import os
+
+from zipage.sim.lengths import CappedLognormal, Fixed
+from zipage.sim.simulate import make_requests, simulate
+
+PAPER = dict(num_prompts=30, samples_per_prompt=32, max_output_len=32768, budget=2048,
+             block_size=256, mean_output_len=16384, sigma=0.6, prompt_len=128, max_num_seqs=512)
+SWEEP_MEANS = (2048, 4096, 8192, 16384, 24576, 32768)
+SWEEP_BUDGETS = (1024, 2048, 4096)
+GPU_SIZES_GIB = (40, 80)
+
+
+def length_distribution(mean: float, cap: int, sigma: float):
+    return Fixed(cap) if mean >= cap else CappedLognormal(mean, cap, sigma)
+
+
+def paper_requests(mean: float, cap: int = PAPER["max_output_len"], sigma: float = PAPER["sigma"],
+                   num_prompts: int = PAPER["num_prompts"],
+                   samples_per_prompt: int = PAPER["samples_per_prompt"],
+                   prompt_len: int = PAPER["prompt_len"], seed: int = 0):
+    dist = length_distribution(mean, cap, sigma)
+    lengths = dist.draw(num_prompts * samples_per_prompt, seed)
+    return make_requests(lengths, prompt_len, samples_per_prompt), dist.describe()
+
+
+def _run(job: dict) -> dict:
+    kwargs = dict(job)
+    kwargs.pop("label")
+    return simulate(**kwargs)
+
+
+def run_jobs(jobs: list[dict], processes: int = 1) -> list[dict]:
+    """simulate(**job) for every job (``label`` dropped), in parallel processes if asked."""
+    if processes <= 1 or len(jobs) <= 1:
+        return [_run(j) for j in jobs]
+    ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
+    with ctx.Pool(min(processes, len(jobs))) as pool:
+        return pool.map(_run, jobs, chunksize=1)
+
+
+def plot_speedup(curves: dict[int, list[tuple[float, float]]], measured: list[dict], path: str,
+                 title: str) -> None:
+    """curves: budget -> [(mean output length, speedup)]; measured: dicts with x, y,
+    predicted (or None) and label."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    for budget, points in sorted(curves.items()):
+        xs, ys = zip(*sorted(points))
+        ax.plot(xs, ys, marker="o", label=f"simulated, budget {budget}")
+    for i, m in enumerate(measured):
+        color = f"C{5 + i % 5}"
+        ax.scatter([m["x"]], [m["y"]], marker="*", s=140, zorder=3, color=color,
+                   label=f"measured: {m['label']}")
+        if m.get("predicted") is not None:
+            ax.scatter([m["x"]], [m["predicted"]], marker="x", s=60, zorder=3, color=color)
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_xscale("log", base=2)
+    ticks = sorted({x for points in curves.values() for x, _ in points}
+                   | {m["x"] for m in measured})
+    ax.set_xticks(ticks, [f"{x / 1024:.3g}k" if x >= 1024 else f"{x:g}" for x in ticks])
+    ax.minorticks_off()
+    ax.set_xlabel("mean output length (tokens)")
+    ax.set_ylabel("speedup: Zipage / Full KV output tok/s")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)

@@ -1,0 +1,88 @@
+"""Predict a measured run (a ``bench long --json`` report) with the simulator: the same
+workload, the same engine options and the same pool (the measured number of KV blocks), so
+only the cost model is under test; step, preemption and compression counts must match.
+"""
+import json
+from pathlib import Path
+
+from zipage.models.spec import ModelSpec
+from zipage.sim import report as rp
+from zipage.sim.cost_model import CostModel
+from zipage.sim.simulate import make_requests, simulate
+from zipage.sim.trace import features_of, read_traces, summarize
+
+
+def load_report(path: str) -> dict:
+    data = json.loads(Path(path).read_text())
+    rp.check_report(data, path)
+    return data
+
+
+def report_spec(report: dict) -> ModelSpec | None:
+    shape = report.get("model_shape")
+    return ModelSpec(**shape) if shape else None
+
+
+def predict_report(measured: dict, cost_for, copy_bandwidth_Bps: float | None = None) -> dict:
+    """The simulated twin of a measured report; ``cost_for(engine, block_size)`` gives the
+    cost model of each engine."""
+    engines = {}
+    for name in rp.ENGINES:
+        m = measured.get(name)
+        if not m:
+            continue
+        options = dict(m["options"], kv_cache_tokens=m["pool_tokens"])
+        requests = make_requests([measured["output_len"]] * measured["num_requests"],
+                                 measured["prompt_len"])
+        engines[name] = simulate(measured["model"], options, requests,
+                                 cost_for(name, measured["block_size"]),
+                                 seed=measured.get("seed", 0),
+                                 temperature=measured.get("temperature", 0.6),
+                                 copy_bandwidth_Bps=copy_bandwidth_Bps,
+                                 spec=report_spec(measured))
+    keys = ("model", "gpu", "output_len", "num_requests", "prompt_len", "budget", "block_size",
+            "async_scheduling")
+    return rp.build_report("simulated", **{k: measured[k] for k in keys}, engines=engines,
+                           model_shape=measured.get("model_shape"))
+
+
+def trace_breakdown(trace_path: str, predicted: dict, cost_for, block_size: int) -> list[str]:
+    """Where a prediction differs: per engine, the measured trace's device and host totals
+    next to the simulation's, and the cost model's device time on the measured steps."""
+    lines = []
+    for name, trace in read_traces(trace_path).items():
+        records, p = trace["records"], predicted.get(name)
+        if not p or not records:
+            continue
+        cost: CostModel = cost_for(name, block_size)
+        t = summarize(records)
+        model_device = sum(cost.device_s(features_of(r)) for r in records)
+        host = t["schedule_s"] + t["launch_s"] + t["post_s"]
+        device = f"{t['device_s']:.2f}" if t["device_s"] is not None else "n/a"
+        ratio = f"{model_device / t['device_s']:.3f}" if t["device_s"] else "n/a"
+        lines.append(
+            f"{name}: measured wall {t['wall_s']:.2f} s, device {device} s, host {host:.2f} s "
+            f"(schedule {t['schedule_s']:.2f}, launch {t['launch_s']:.2f}, post "
+            f"{t['post_s']:.2f}); simulated wall {p['wall_time_s']:.2f} s, device busy "
+            f"{p['device_busy_s']:.2f} s, host {p['host_s']:.2f} s; cost model on the "
+            f"measured steps: device {model_device:.2f} s (model / measured {ratio})")
+    return lines
+
+
+def markdown_table(runs: list[tuple[str, list[dict]]]) -> str:
+    """Predicted vs measured for every run and engine."""
+    out = ["| run | engine | measured tok/s | predicted tok/s | predicted / measured | "
+           "within ±10% | steps m/p | preemptions m/p | compressions m/p |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for run, rows in runs:
+        for r in rows:
+            counts = ["", "", ""]
+            if "steps_measured" in r:
+                counts = [f"{r[f'{k}_measured']}/{r[f'{k}_predicted']}"
+                          for k in ("steps", "preemptions", "compressions")]
+            fmt = "{:.2f}x" if r["engine"] == "speedup" else "{:,.0f}"
+            out.append(f"| {run} | {r['engine']} | {fmt.format(r['measured_tok_s'])} | "
+                       f"{fmt.format(r['predicted_tok_s'])} | {r['ratio']:.3f} | "
+                       f"{'yes' if r['within_tolerance'] else '**no**'} | "
+                       + " | ".join(counts) + " |")
+    return "\n".join(out) + "\n"
