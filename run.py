@@ -30,7 +30,8 @@ def main(cfg) -> None:
     from tasks.report import report
 
     hydra_cfg = HydraConfig.get()  # hydra.run.dir=... still names the folder, if given
-    explicit = hydra_cfg.run.dir if hydra_cfg.mode == RunMode.RUN and hydra_cfg.run.dir != "." else None
+    given = hydra_cfg.mode == RunMode.RUN and hydra_cfg.run.dir != "."
+    explicit = hydra_cfg.run.dir if given else None
     try:
         summary = evaluate(cfg, explicit)
     except (ConfigError, DataError) as e:

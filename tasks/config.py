@@ -9,7 +9,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig
 
 from tasks.base import close_match
 
@@ -123,10 +123,6 @@ class Config:
 GROUPS = {"model": ModelCfg, "task": TaskCfg, "engine": EngineCfg, "sampling": SamplingCfg}
 
 
-def _field_types(schema) -> dict:
-    return typing.get_type_hints(schema)
-
-
 def _is_mapping(tp) -> bool:
     """A free-form mapping field (its keys are checked by whoever reads it)."""
     args = [a for a in typing.get_args(tp) if a is not type(None)]
@@ -137,7 +133,7 @@ def schema_error(path: str) -> str | None:
     """Why dotted `path` is not a key of the schema (None if it is, or lies in a mapping)."""
     schema, parts = Config, path.split(".")
     for i, part in enumerate(parts):
-        types = _field_types(schema)
+        types = typing.get_type_hints(schema)
         if part not in types:
             where = ".".join(parts[:i])
             prefix = f"{where}." if where else ""
@@ -179,7 +175,7 @@ def check_overrides(argv: list[str]) -> str | None:
 
 def unknown_keys(cfg: DictConfig, schema=Config, prefix: str = "") -> list[str]:
     """Keys of a composed config that its schema lacks (each with a close-match hint)."""
-    out, types = [], _field_types(schema)
+    out, types = [], typing.get_type_hints(schema)
     for key in cfg.keys():
         path = f"{prefix}{key}"
         if key not in types:

@@ -91,6 +91,7 @@ def evaluate(cfg, run_dir: str | None = None) -> dict:
         print(note, flush=True)
     run_dir = run_dir or eff.run_dir or os.path.join(eff.results_dir, ident.run_name(eff, device))
     run = run_spec(eff, run_dir, task, problems, device, notes)
+    print(f"run folder: {run.dir}", flush=True)
     base = None
     if eff.engine.budget is not None and (eff.baseline.enabled or eff.baseline.only):
         base = baseline_spec(run, task, problems)

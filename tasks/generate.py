@@ -73,10 +73,11 @@ def plan_requests(problems, prompts, sampling_cls, sampling_cfg, seed, have=froz
     return reqs, params, owners
 
 
-def _engine_stats(llm, before, interrupted: bool) -> dict | None:
+def _engine_stats(llm, before, interrupted: bool) -> dict:
+    """The engine's stats for the call just made ({} if it left the previous ones)."""
     stats = getattr(llm, "last_stats", None)
-    if stats is None or (interrupted and (stats is before or not getattr(stats, "interrupted", False))):
-        return None
+    if stats is None or stats is before or (interrupted and not getattr(stats, "interrupted", False)):
+        return {}
     return stats.as_dict() if hasattr(stats, "as_dict") else dict(stats)
 
 
@@ -100,13 +101,14 @@ def timed_generate(llm, reqs, params, job: str, on_sample, record, use_tqdm: boo
         raise
     finally:
         seg["wall_time_s"] = clock() - t0
-        stats = _engine_stats(llm, before, seg["interrupted"]) or {}
+        stats = _engine_stats(llm, before, seg["interrupted"])
         seg.update({k: v for k, v in stats.items()
                     if k not in ("wall_time_s", "output_tokens_per_s", "interrupted")})
         seg["engine_wall_time_s"] = stats.get("wall_time_s")
-        seg["work_measured"] = "num_output_tokens" in stats
-        if not seg["work_measured"]:
-            seg["num_output_tokens"] = seg["kept_output_tokens"]
+        # A finished call kept every token it generated; an interrupted one also threw away
+        # its unfinished samples' work, known only from the engine's report.
+        seg["work_measured"] = not seg["interrupted"] or "num_output_tokens" in stats
+        seg.setdefault("num_output_tokens", seg["kept_output_tokens"])
         record(seg)
 
 

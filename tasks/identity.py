@@ -97,9 +97,14 @@ def differences(old: dict, new: dict) -> list[str]:
 SHARED_WITH_BASELINE = ("task_version", "problems", "prompts", "tokenizer")
 
 
-def baseline_mismatch(run_meta: dict, base_meta: dict) -> list[str]:
-    keep = lambda m: {k: ((m or {}).get("identity") or {}).get(k) for k in SHARED_WITH_BASELINE}  # noqa: E731
-    return differences(keep(base_meta), keep(run_meta))
+def _shared(meta: dict | None) -> dict:
+    found = (meta or {}).get("identity") or {}
+    return {k: found.get(k) for k in SHARED_WITH_BASELINE}
+
+
+def baseline_mismatch(run_meta: dict | None, base_meta: dict | None) -> list[str]:
+    """What a baseline and the run compared with it do not share (parts both recorded)."""
+    return differences(_shared(base_meta), _shared(run_meta))
 
 
 def refusal(folder: str, changed: list[str], what: str = "samples") -> str:

@@ -75,5 +75,7 @@ def grade(item: dict) -> dict:
 
 
 def warmup() -> None:
-    """Pool initializer: import sympy/math-verify once per worker."""
-    import math_verify  # noqa: F401
+    """Pool initializer: import math-verify and run one grade, so a worker's first real
+    sample does not spend its timeout on sympy's first-use setup."""
+    grade({"text": "\\boxed{(1, \\frac{\\pi}{2})}", "finish_reason": "stop",
+           "gold": "\\left( 1, \\frac{\\pi}{2} \\right)", "timeout": 5})

@@ -72,9 +72,10 @@ def validate(cfg) -> None:
     if e.name.startswith("zipage") and e.budget is None:
         raise ConfigError(f"engine={e.name} needs a budget (use engine=fullkv for Full KV)")
     for key, ok in [("sampling.n", s.n >= 1), ("sampling.max_tokens", s.max_tokens >= 1),
-                    ("sampling.temperature", s.temperature >= 0), ("sampling.top_p", 0 < s.top_p <= 1),
-                    ("task.limit", cfg.task.limit is None or cfg.task.limit >= 1), ("seed", cfg.seed >= 0),
-                    ("baseline.retime_problems", b.retime_problems >= 1)]:
+                    ("sampling.temperature", s.temperature >= 0),
+                    ("sampling.top_p", 0 < s.top_p <= 1),
+                    ("task.limit", cfg.task.limit is None or cfg.task.limit >= 1),
+                    ("seed", cfg.seed >= 0), ("baseline.retime_problems", b.retime_problems >= 1)]:
         if not ok:
             raise ConfigError(f"{key}={OmegaConf.select(cfg, key)} is out of range")
     if (b.only or b.retime) and e.budget is None:

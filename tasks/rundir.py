@@ -45,8 +45,8 @@ def baseline_spec(run: RunSpec, task, problems) -> RunSpec:
     """The Full-KV run this one is compared with: compression knobs do not touch Full KV, so
     a sweep over budgets and scoring switches shares one baseline."""
     base = copy.deepcopy(run.cfg)
-    base.engine.name, base.engine.budget, base.engine.compression, base.budget = "fullkv", None, {}, None
-    base.engine.observation_window = None
+    base.engine.name, base.engine.budget, base.engine.compression = "fullkv", None, {}
+    base.budget = base.engine.observation_window = None
     device = run.meta["device"]
     folder = os.path.join(base.baseline.cache_dir, ident.run_name(base, device))
     spec = run_spec(base, folder, task, problems, device, run.meta["cpu_clamps"])

@@ -19,7 +19,8 @@ def write_problems(path, ks=(1, 2, 3, 4, 99), extra=()):
     """amc23-style rows p<k>; problem q99 makes the fake engine return an error."""
     with open(path, "w") as f:
         for k in ks:
-            f.write(json.dumps({"id": f"p{k}", "problem": f"q{k}: twice {k}?", "answer": str(2 * k)}) + "\n")
+            row = {"id": f"p{k}", "problem": f"q{k}: twice {k}?", "answer": str(2 * k)}
+            f.write(json.dumps(row) + "\n")
         for line in extra:
             f.write(line + "\n")
 
@@ -56,7 +57,7 @@ def engine(monkeypatch):
         knobs.crash_after = knobs.interrupt_at_step = None
         return llm, fake_engine.FakeSamplingParams
     monkeypatch.setattr(runner, "make_engine", make)
-    monkeypatch.setattr(generate, "clock", knobs.clock, raising=False)  # absent before segments were timed
+    monkeypatch.setattr(generate, "clock", knobs.clock, raising=False)  # raising: old code
     return knobs
 
 

@@ -10,7 +10,6 @@ import pytest
 from harness_fixtures import ROOT, config, write_problems
 from tasks import evaluate as runner
 from tasks.base import DataError
-from tasks.prepare import ConfigError, resolve_data_dir
 
 
 def test_an_empty_data_file_is_an_error(tmp_path, data_dir, engine):
@@ -37,6 +36,7 @@ def test_the_whole_file_is_checked_not_only_the_rows_used(tmp_path, data_dir, en
 
 
 def test_relative_data_dir_resolves_from_the_project_root(tmp_path):
+    from tasks.prepare import ConfigError, resolve_data_dir
     root, data, elsewhere = tmp_path / "repo", tmp_path / "shared" / "datasets", tmp_path / "w"
     for d in (root, data, elsewhere):
         d.mkdir(parents=True)
@@ -66,6 +66,6 @@ def test_run_py_finds_a_root_relative_data_dir_from_any_directory(tmp_path):
 
 def test_a_bad_engine_option_fails_before_any_folder(tmp_path, data_dir, engine):
     cfg = config(tmp_path, data_dir, "budget=512", "+engine.compression.redundancy_wieght=0.1")
-    with pytest.raises(ConfigError, match="redundancy_wieght"):
+    with pytest.raises(runner.ConfigError, match="redundancy_wieght"):
         runner.evaluate(cfg)
     assert not os.path.exists(tmp_path / "results")

@@ -1,6 +1,5 @@
 """Re-scoring never loses or rewrites samples (issue 11, items 2, 3 and 7)."""
 import json
-import os
 import subprocess
 import sys
 import time

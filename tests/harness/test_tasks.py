@@ -7,10 +7,11 @@ import pytest
 import yaml
 
 from harness_fixtures import ROOT
-from tasks.base import Problem, get_task, known_tasks, REGISTRY
+from tasks.base import REGISTRY, Problem, get_task
 
 
 def test_registry_and_hydra_task_configs_agree():
+    from tasks.base import known_tasks
     files = {os.path.basename(p)[:-5]: p for p in glob.glob(os.path.join(ROOT, "configs/task/*.yaml"))}
     assert sorted(files) == known_tasks()
     for name, path in files.items():
@@ -33,7 +34,8 @@ def test_unknown_or_mistyped_options_are_rejected():
         get_task("amc23", {"instrction": "x"})
     with pytest.raises(KeyError, match="task.options.timeout_s"):
         get_task("livecodebench", {"timeout_s": "soon"})
-    assert get_task("amc23", {"instruction": "Answer."}).messages(Problem("a", "q"))[0]["content"] == "q\nAnswer."
+    (msg,) = get_task("amc23", {"instruction": "Answer."}).messages(Problem("a", "q"))
+    assert msg["content"] == "q\nAnswer."
 
 
 CLOSED = "<think>```python\nprint(1)\n```\\boxed{1}</think>```python\nprint(2)\n```\\boxed{2}"

@@ -7,7 +7,6 @@ import pytest
 
 import fake_engine
 from harness_fixtures import config
-from tasks import conditions
 from tasks import evaluate as runner
 from tasks.report import report
 
@@ -51,6 +50,7 @@ def test_unreported_unfinished_work_makes_a_flagged_lower_bound(tmp_path, data_d
 @pytest.fixture
 def fixed_conditions(monkeypatch):
     """Deterministic conditions; set `.host` to change the next segments' host."""
+    from tasks import conditions
     state = type("S", (), {"host": "node1"})()
     real = conditions.current
 
