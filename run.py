@@ -4,36 +4,53 @@
     python run.py task=amc23 budget=2048
     python run.py task=gsm8k task.limit=4 sampling.n=2 sampling.max_tokens=64 data_dir=../shared/datasets
 
-Results go to results/<task>/<model>/<run>/ (override with hydra.run.dir=...); rerunning the
-same command resumes there. Re-score a run folder with `python -m tasks.score RUN_DIR`.
+Results go to results/<task>/<model>/<run>/, a folder named after what ran (CPU clamps
+applied) and created only once the config is valid; run_dir=... picks another. Rerunning
+the same command resumes there. Re-score a run folder with `python -m tasks.score RUN_DIR`.
 """
+import os
 import sys
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 
-from tasks.config import register_configs
+from tasks.config import check_overrides, register_configs
 
-register_configs()  # schemas and resolvers must exist before Hydra composes the config
+register_configs()  # schemas must exist before Hydra composes the config
 
 
-@hydra.main(version_base=None, config_path="configs", config_name="config")
+CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
+
+
+@hydra.main(version_base=None, config_path=CONFIGS, config_name="config")
 def main(cfg) -> None:
     from tasks.base import DataError
-    from tasks.report import report
     from tasks.evaluate import ConfigError, evaluate
+    from tasks.report import report
 
-    run_dir = HydraConfig.get().runtime.output_dir
+    hydra_cfg = HydraConfig.get()  # hydra.run.dir=... still names the folder, if given
+    given = hydra_cfg.mode == RunMode.RUN and hydra_cfg.run.dir != "."
+    explicit = hydra_cfg.run.dir if given else None
     try:
-        summary = evaluate(cfg, run_dir)
+        summary = evaluate(cfg, explicit)
     except (ConfigError, DataError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:  # finished samples are already on disk
-        print(f"\ninterrupted; rerun the same command to resume ({run_dir})", file=sys.stderr)
+        print("\ninterrupted: finished samples are saved; rerun the same command to resume",
+              file=sys.stderr)
         sys.exit(130)
     print(report(summary))
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    error = check_overrides(sys.argv[1:])  # `+key=` included: Hydra would accept a typo
+    if error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
     main()
+
+
+if __name__ == "__main__":
+    cli()

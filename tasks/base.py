@@ -1,9 +1,12 @@
-"""Task protocol: how a benchmark plugs into run.py and `python -m tasks.score`.
+"""Task protocol and registry: how a benchmark plugs into run.py and `python -m tasks.score`.
 
-A task is a class registered by name with `@register("name")`. The harness builds it as
-`Task(options)` (`options` = the `task.options` mapping of the config, task-specific knobs,
-plus `penalize_truncated` from scoring.* and `thinking` from model.thinking, unless the task
-options set them) and calls, in order:
+A task is one object that holds everything about a benchmark (lighteval's task configs are
+the pattern): its data (file name, fields, pinned hub copy), its prompt, its scoring, its
+typed options and a `version`. Bump `version` whenever the prompt wording or the way rows
+become problems changes: it is part of every run's identity (tasks/identity.py), so old
+samples are never mixed with new ones. Register an instance with `register(task)`; the
+harness binds the config's `task.options` with `get_task(name, options)` (unknown options
+fail, naming the close match) and calls, in order:
 
     problems = task.load(data_dir, limit, data_file=..., hf=...)   # list[Problem]
     msgs     = task.messages(problem)                              # chat messages
@@ -12,19 +15,23 @@ options set them) and calls, in order:
     extras   = task.summary_extras(rows, verdicts, problems_by_id) # merged into summary.json
 
 Rows (one per sample) carry at least: problem_id, sample_index, seed, prompt_tokens,
-completion, completion_tokens, finish_reason ("stop" | "length" | "error"), error.
-A verdict is a dict with at least `correct` (bool) and `extracted_answer` (str | None);
-optional keys the generic summary understands: `truncated` (bool), `has_boxed` (bool),
-`error` (str | None), `correct_lenient` (bool: correct if truncation were not penalised).
-Verdicts are merged into the rows, so keep their values JSON-serialisable.
+prompt_hash, completion, completion_tokens, finish_reason ("stop" | "length" | "error"),
+error. A verdict is a dict with at least `correct` (bool) and `extracted_answer`
+(str | None); optional keys the generic summary understands: `truncated`, `has_boxed`,
+`error` (str | None), `correct_lenient` (correct if truncation were not penalised).
 `score` must never raise for one bad sample: return a verdict with `error` set instead.
 """
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 
@@ -43,44 +50,53 @@ class Problem:
 
 @dataclass
 class HFSource:
-    """Hugging Face fallback used when no data directory is given."""
+    """The Hugging Face copy, used when no data directory is given."""
     path: str | None = None
     name: str | None = None
     split: str = "test"
-    revision: str | None = None  # must be a pinned commit: we refuse to load an unpinned hub set
+    revision: str | None = None  # must be a pinned commit: we refuse an unpinned download
     columns: dict = field(default_factory=dict)  # hub column -> our field name
 
 
+def close_match(word: str, choices) -> str:
+    """' (did you mean X?)' for the closest choice, or ''."""
+    near = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {near[0]!r}?)" if near else ""
+
+
+@dataclass
 class Task:
-    name: str = ""
-    required_fields: tuple[str, ...] = ()   # fields every row must have (checked per line)
+    name: str
+    version: int
+    hf: HFSource = field(default_factory=HFSource)
+    data_file: str = ""          # inside data_dir; "" = <name>.jsonl
+    options: Any = None          # an instance of the task's options dataclass
 
-    def __init__(self, options: dict | None = None):
-        self.options = dict(options or {})
+    def bind(self, options: dict | None) -> "Task":
+        """A copy with `options` (a plain dict) checked against the options dataclass."""
+        kind = type(self.options)
+        fields = [f.name for f in dataclasses.fields(kind)]
+        for key in options or {}:
+            if key not in fields:
+                raise KeyError(f"unknown option task.options.{key} for task {self.name}"
+                               f"{close_match(key, fields)}; valid: {', '.join(fields)}")
+        try:
+            merged = OmegaConf.merge(OmegaConf.structured(self.options), options or {})
+        except OmegaConfBaseException as e:
+            raise KeyError(f"task {self.name}: task.options.{e.full_key}: "
+                           f"{str(e.msg).splitlines()[0]}") from None
+        return dataclasses.replace(self, options=OmegaConf.to_object(merged))
 
-    # -- data ------------------------------------------------------------------------
-    def to_problem(self, row: dict) -> Problem:
-        raise NotImplementedError
+    def data_path(self, data_dir: str, data_file: str | None = None) -> str:
+        return os.path.join(data_dir, data_file or self.data_file or f"{self.name}.jsonl")
 
+    # -- data, prompt, scoring (each task overrides what it needs) ----------------------
     def load(self, data_dir: str | None, limit: int | None = None, *,
              data_file: str | None = None, hf: HFSource | None = None) -> list[Problem]:
-        """First `limit` problems from `<data_dir>/<data_file or name.jsonl>`, else the hub."""
-        if data_dir:
-            path = os.path.join(data_dir, data_file or f"{self.name}.jsonl")
-            rows = read_jsonl(path, self.required_fields, limit)
-        else:
-            rows = read_hub(hf or HFSource(), self.name, self.required_fields, limit)
-        problems = [self.to_problem(r) for r in rows]
-        seen: set[str] = set()
-        for p in problems:
-            if p.id in seen:
-                raise DataError(f"{self.name}: duplicate problem id {p.id!r}")
-            seen.add(p.id)
-        return problems
+        raise NotImplementedError
 
-    # -- prompting and scoring ---------------------------------------------------------
     def messages(self, problem: Problem) -> list[dict]:
-        return [{"role": "user", "content": f"{problem.prompt}\n{INSTRUCTION}"}]
+        raise NotImplementedError
 
     def score(self, rows: list[dict], problems: dict[str, Problem], *,
               workers: int = 2, timeout: float = 5.0) -> list[dict]:
@@ -91,40 +107,64 @@ class Task:
         return {}
 
 
-def read_jsonl(path: str, required: tuple[str, ...], limit: int | None = None) -> list[dict]:
-    """Read and validate a JSON Lines file; errors name the file and the 1-based line."""
+def check_unique(task: str, problems: list[Problem], where: str) -> list[Problem]:
+    if not problems:
+        raise DataError(f"{where}: no problems for task {task} (empty data)")
+    seen: set[str] = set()
+    for p in problems:
+        if p.id in seen:
+            raise DataError(f"{where}: task {task}: duplicate problem id {p.id!r}")
+        seen.add(p.id)
+    return problems
+
+
+def check_row(row: Any, required: tuple[str, ...], where: str) -> dict:
+    """A row must be an object whose required fields are non-empty scalars."""
+    if not isinstance(row, dict):
+        raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
+    missing = [k for k in required if row.get(k) is None]
+    if missing:
+        raise DataError(f"{where}: missing field(s) {', '.join(missing)}")
+    bad = [k for k in required if not isinstance(row[k], (str, int, float))]
+    if bad:
+        raise DataError(f"{where}: field(s) {', '.join(bad)} must be scalars")
+    empty = [k for k in required if not str(row[k]).strip()]
+    if empty:
+        raise DataError(f"{where}: field(s) {', '.join(empty)} empty")
+    return row
+
+
+def read_jsonl(path: str, required: tuple[str, ...]) -> list[dict]:
+    """Every row of a JSON Lines file, validated (errors name the file and 1-based line).
+    The whole file is checked, not only the rows a `limit` keeps."""
     if not os.path.isfile(path):
         raise DataError(f"data file not found: {path}")
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if limit is not None and len(rows) >= limit:
-                break
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            where = f"{path}:{lineno}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise DataError(f"{where}: not UTF-8 text") from None
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
-                raise DataError(f"{path}:{lineno}: invalid JSON ({e.msg})") from None
-            if not isinstance(row, dict):
-                raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
-            missing = [k for k in required if k not in row or row[k] is None]
-            if missing:
-                raise DataError(f"{path}:{lineno}: missing field(s) {', '.join(missing)}")
-            bad = [k for k in required if not isinstance(row[k], (str, int, float))]
-            if bad:
-                raise DataError(f"{path}:{lineno}: field(s) {', '.join(bad)} must be scalars")
+                raise DataError(f"{where}: invalid JSON ({e.msg})") from None
+            row = check_row(row, required, where)
             row["id"] = str(row.get("id", lineno - 1))
             rows.append(row)
     return rows
 
 
-def read_hub(hf: HFSource, task: str, required: tuple[str, ...], limit: int | None) -> list[dict]:
-    """The pinned Hugging Face copy (needs network and `datasets`)."""
+def read_hub(hf: HFSource, task: str, required: tuple[str, ...]) -> list[dict]:
+    """Every row of the pinned Hugging Face copy, validated (needs network and `datasets`)."""
     if not hf.path or not hf.revision:
         raise DataError(
             f"task {task!r}: no data directory given (data_dir=... or ZIPAGE_DATA_DIR) and no "
-            f"pinned hub revision (task.hf.path / task.hf.revision); refusing an unpinned download")
+            f"pinned hub revision (task.hf.revision); refusing an unpinned download")
     try:
         import datasets
     except ImportError:
@@ -133,42 +173,47 @@ def read_hub(hf: HFSource, task: str, required: tuple[str, ...], limit: int | No
     ds = datasets.load_dataset(hf.path, hf.name, split=hf.split, revision=hf.revision)
     rows = []
     for i, rec in enumerate(ds):
-        if limit is not None and i >= limit:
-            break
         row = {hf.columns.get(k, k): v for k, v in rec.items()}
-        row.setdefault("id", str(i))
-        missing = [k for k in required if row.get(k) is None]
-        if missing:
-            raise DataError(f"{hf.path}@{hf.revision} row {i}: missing field(s) {', '.join(missing)}")
-        row["id"] = str(row["id"])
+        row = check_row(row, required, f"{hf.path}@{hf.revision} row {i}")
+        row["id"] = str(row.get("id", i))
         rows.append({k: (str(v) if k in required else v) for k, v in row.items()})
     return rows
 
 
 # -- registry ----------------------------------------------------------------------------
-REGISTRY: dict[str, type[Task]] = {}
+REGISTRY: dict[str, Task] = {}
 
 
-def register(name: str) -> Callable[[type[Task]], type[Task]]:
-    def deco(cls: type[Task]) -> type[Task]:
-        if name in REGISTRY and REGISTRY[name] is not cls:
-            raise ValueError(f"task {name!r} registered twice")
-        cls.name = name
-        REGISTRY[name] = cls
-        return cls
-    return deco
+def register(task: Task) -> Task:
+    if task.name in REGISTRY:
+        raise ValueError(f"task {task.name!r} registered twice")
+    REGISTRY[task.name] = task
+    return task
 
 
 def get_task(name: str, options: dict | None = None) -> Task:
-    """Build a registered task; `tasks.<name>` is imported on demand (e.g. livecodebench)."""
+    """A registered task bound to `options`; `tasks.<name>` is imported on demand (e.g.
+    livecodebench, whose sandbox the math tasks do not need)."""
     import importlib
     import tasks  # noqa: F401  (registers the built-in math tasks)
     if name not in REGISTRY:
         try:
             importlib.import_module(f"tasks.{name}")
         except ModuleNotFoundError as e:
-            if e.name not in (f"tasks.{name}",):
+            if e.name != f"tasks.{name}":
                 raise
     if name not in REGISTRY:
-        raise KeyError(f"unknown task {name!r}; registered: {', '.join(sorted(REGISTRY))}")
-    return REGISTRY[name](options)
+        raise KeyError(f"unknown task {name!r}{close_match(name, REGISTRY)}; "
+                       f"registered: {', '.join(sorted(REGISTRY))}")
+    return REGISTRY[name].bind(options)
+
+
+def known_tasks() -> list[str]:
+    """Every task name, the on-demand ones included."""
+    import importlib
+    import pkgutil
+    import tasks
+    for mod in pkgutil.iter_modules(tasks.__path__):
+        if mod.ispkg and mod.name not in ("sandbox",):
+            importlib.import_module(f"tasks.{mod.name}")
+    return sorted(REGISTRY)

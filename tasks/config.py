@@ -1,13 +1,17 @@
 """Structured config schema for run.py (Hydra ConfigStore). The YAML files under configs/
-extend these dataclasses, so a misspelled key or a wrong type fails at composition time."""
+extend these dataclasses, so a misspelled key or a wrong type fails at composition time;
+`check_overrides` and `unknown_keys` also catch keys added with `+` (Hydra lets those
+through), naming the close match."""
 from __future__ import annotations
 
-import hashlib
-import json
+import dataclasses
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
-from omegaconf import MISSING, OmegaConf
+from omegaconf import MISSING, DictConfig
+
+from tasks.base import close_match
 
 
 @dataclass
@@ -23,20 +27,21 @@ class ModelCfg:
 
 @dataclass
 class HFCfg:
+    """Overrides of the task's own hub source (tasks/math_tasks.py); null keeps the task's."""
     path: Optional[str] = None
     name: Optional[str] = None
-    split: str = "test"
+    split: Optional[str] = None
     revision: Optional[str] = None       # a pinned commit; required to load from the hub
-    columns: Dict[str, str] = field(default_factory=dict)  # hub column -> our field
+    columns: Optional[Dict[str, str]] = None  # hub column -> our field
 
 
 @dataclass
 class TaskCfg:
     name: str = MISSING                  # a registered task (tasks/base.py registry)
-    limit: Optional[int] = None          # first N problems
-    data_file: Optional[str] = None      # default <name>.jsonl inside data_dir
+    limit: Optional[int] = None          # first N problems (the whole file is validated)
+    data_file: Optional[str] = None      # inside data_dir; null = the task's file
     hf: HFCfg = field(default_factory=HFCfg)
-    options: Dict[str, Any] = field(default_factory=dict)  # task-specific knobs
+    options: Dict[str, Any] = field(default_factory=dict)  # the task's typed options
 
 
 @dataclass
@@ -93,6 +98,9 @@ class BaselineCfg:
     enabled: bool = True                 # compare a compressed run with Full KV
     only: bool = False                   # generate only this run's Full-KV baseline (sweeps)
     cache_dir: str = "${results_dir}/_baselines"
+    retime: bool = False                 # time Full KV and this engine again, back to back in
+                                         # this job, on a sample of problems: speedup uses it
+    retime_problems: int = 4             # problems in that sample (all n samples of each)
 
 
 @dataclass
@@ -105,34 +113,84 @@ class Config:
     seed: int = 0
     data_dir: Optional[str] = "${oc.env:ZIPAGE_DATA_DIR,null}"
     results_dir: str = "results"
+    run_dir: Optional[str] = None        # null: <results_dir>/<task>/<model>/<what ran>
     use_tqdm: bool = True
     cpu: CpuCfg = field(default_factory=CpuCfg)
     scoring: ScoringCfg = field(default_factory=ScoringCfg)
     baseline: BaselineCfg = field(default_factory=BaselineCfg)
 
 
-def config_hash(*parts: Any) -> str:
-    """Short stable hash of config nodes / plain values (run and baseline identity)."""
-    plain = [OmegaConf.to_container(p, resolve=True) if OmegaConf.is_config(p) else p
-             for p in parts]
-    return hashlib.sha1(json.dumps(plain, sort_keys=True, default=str).encode()).hexdigest()[:8]
+GROUPS = {"model": ModelCfg, "task": TaskCfg, "engine": EngineCfg, "sampling": SamplingCfg}
 
 
-def run_name(engine, sampling, model, task, seed, cpu=None) -> str:
-    """Readable, deterministic run folder name: the same command maps to the same folder
-    (the hash covers everything that changes the generations, CPU clamps included)."""
-    b = f"-b{engine.budget}" if engine.budget is not None else ""
-    lim = f"-lim{task.limit}" if task.limit is not None else ""
-    return (f"{task.name}/{model.name}/{engine.name}{b}-n{sampling.n}-len{sampling.max_tokens}"
-            f"{lim}-s{seed}-{config_hash(engine, sampling, model, task, seed, cpu)}")
+def _is_mapping(tp) -> bool:
+    """A free-form mapping field (its keys are checked by whoever reads it)."""
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    return typing.get_origin(tp) is dict or any(typing.get_origin(a) is dict for a in args)
+
+
+def schema_error(path: str) -> str | None:
+    """Why dotted `path` is not a key of the schema (None if it is, or lies in a mapping)."""
+    schema, parts = Config, path.split(".")
+    for i, part in enumerate(parts):
+        types = typing.get_type_hints(schema)
+        if part not in types:
+            where = ".".join(parts[:i])
+            prefix = f"{where}." if where else ""
+            near = close_match(prefix + part, [prefix + k for k in types])
+            return (f"unknown key {prefix + part!r}{near}; valid keys"
+                    f"{' of ' + where if where else ''}: {', '.join(types)}")
+        tp = types[part]
+        if _is_mapping(tp):
+            return None
+        if not dataclasses.is_dataclass(tp):
+            if i + 1 < len(parts):
+                return f"unknown key {path!r}: {'.'.join(parts[:i + 1])} is a value, not a group"
+            return None
+        schema = tp
+    return None
+
+
+def check_overrides(argv: list[str]) -> str | None:
+    """A message for the first command-line override naming a key the schema lacks, with or
+    without `+` (Hydra itself would suggest `+key=`, which it then silently accepts)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+    parser = OverridesParser.create()
+    for arg in argv:
+        if arg.startswith("-") or "=" not in arg:
+            continue  # Hydra's own flags (-m, --cfg job, ...)
+        try:
+            (ov,) = parser.parse_overrides([arg])
+        except HydraException:
+            continue  # Hydra reports syntax errors itself
+        key = ov.key_or_group
+        if ov.package or ov.is_delete() or key.startswith("hydra") or "/" in key or key in GROUPS:
+            continue
+        err = schema_error(key)
+        if err:
+            return err
+    return None
+
+
+def unknown_keys(cfg: DictConfig, schema=Config, prefix: str = "") -> list[str]:
+    """Keys of a composed config that its schema lacks (each with a close-match hint)."""
+    out, types = [], typing.get_type_hints(schema)
+    for key in cfg.keys():
+        path = f"{prefix}{key}"
+        if key not in types:
+            near = close_match(path, [f"{prefix}{k}" for k in types])
+            out.append(f"{path!r}{near}")
+        elif dataclasses.is_dataclass(types[key]) and not _is_mapping(types[key]):
+            node = cfg._get_node(key)
+            if isinstance(node, DictConfig) and not node._is_missing() and not node._is_none():
+                out += unknown_keys(node, types[key], f"{path}.")
+    return out
 
 
 def register_configs() -> None:
     from hydra.core.config_store import ConfigStore
-    if not OmegaConf.has_resolver("run_name"):
-        OmegaConf.register_new_resolver("run_name", run_name)
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=Config)
-    for group, node in [("model", ModelCfg), ("task", TaskCfg), ("engine", EngineCfg),
-                        ("sampling", SamplingCfg)]:
+    for group, node in GROUPS.items():
         cs.store(group=group, name=f"base_{group}", node=node)

@@ -1,12 +1,34 @@
-"""Prompts and resumable generation: each finished sample is appended to samples.jsonl at
-once (from the engine's on_sample callback), and a rerun only generates what is missing."""
+"""Prompts and resumable generation. Each finished sample is appended to samples.jsonl at
+once (from the engine's on_sample callback); a rerun generates only what is missing.
+
+Every generate call is a timed *segment*, recorded in generation_stats.jsonl even when it
+is interrupted: its wall time, the tokens the engine generated, the samples it kept, and
+the conditions it ran under. Throughput is computed over all segments (tasks/summary.py).
+An interrupted call's unfinished samples are regenerated later; their partial work is
+counted only if the engine reports it (`llm.last_stats` set for the interrupted call with
+`interrupted=True`, `num_output_tokens` counting unfinished samples' tokens too). Without
+that report the segment is marked `work_measured: false` and the throughput is a lower
+bound, which the summary says.
+
+Requests the engine rejects (an output with `error`, e.g. a prompt over max_model_len) are
+recorded as failed samples (finish_reason "error", counted wrong, listed in the summary);
+the rejection is deterministic, so they are not retried. Completions the engine returns
+neither as samples nor as errors are reported and generated again on the next run.
+"""
 from __future__ import annotations
 
 import json
 import os
+import sys
+import time
 from typing import Any
 
+from tasks import conditions
 from tasks.base import Problem, Task
+from tasks.identity import prompt_hash
+from tasks.samples import SAMPLES, STATS, append_jsonl, read_samples, terminate_last_line
+
+clock = time.perf_counter  # the segment timer (tests drive it from a fake engine)
 
 
 def build_prompt_ids(tokenizer: Any, task: Task, problem: Problem, model_cfg) -> list[int]:
@@ -25,95 +47,127 @@ def build_prompt_ids(tokenizer: Any, task: Task, problem: Problem, model_cfg) ->
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-def read_rows(path: str) -> list[dict]:
-    """Rows of a samples file; a torn last line (killed mid-write) is dropped; the first row
-    of a (problem_id, sample_index) wins."""
-    rows, seen = [], set()
-    if not os.path.exists(path):
-        return rows
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            try:
-                r = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            key = (r.get("problem_id"), r.get("sample_index"))
-            if key not in seen:
-                seen.add(key)
-                rows.append(r)
-    return rows
-
-
-def write_rows(path: str, rows: list[dict]) -> None:
-    """Atomic rewrite (used after scoring adds verdicts)."""
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        for r in rows:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
-
-
-def _repair_tail(path: str) -> None:
-    """Cut a partial last line so appended rows start on a fresh line."""
-    if not os.path.exists(path) or os.path.getsize(path) == 0:
-        return
-    with open(path, "rb+") as f:
-        data = f.read()
-        if not data.endswith(b"\n"):
-            f.truncate(data.rfind(b"\n") + 1)
-
-
 def problem_seed(seed: int, index: int, n: int) -> int:
     """Problem j's samples use seeds seed + j*n + i: distinct across the whole run."""
     return seed + index * n
 
 
-def generate_missing(llm: Any, task: Task, problems: list[Problem], prompts: list[list[int]],
-                     sampling_cls: Any, sampling_cfg, seed: int, path: str,
-                     use_tqdm: bool = True) -> dict | None:
-    """Generate every missing (problem, sample); returns the engine's stats or None."""
+def plan_requests(problems, prompts, sampling_cls, sampling_cfg, seed, have=frozenset(),
+                  only=None):
+    """(prompts, params, owners) for the missing samples; owners[k] = (problem j, first
+    sample index, count). A whole problem goes through the engine's n; a partial one is
+    topped up one sample at a time with seed base+i, what the engine gives sample i."""
     n = sampling_cfg.n
-    done = {(r["problem_id"], r["sample_index"]) for r in read_rows(path)}
-    reqs, params, owners = [], [], []  # owners[k] = (problem, first index, seed, count)
+    reqs, params, owners = [], [], []
     for j, p in enumerate(problems):
-        missing = [i for i in range(n) if (p.id, i) not in done]
+        if only is not None and j not in only:
+            continue
+        missing = [i for i in range(n) if (p.id, i) not in have]
         base = problem_seed(seed, j, n)
-        # A whole problem goes through the engine's n; a partial one is topped up one sample
-        # at a time with seed base+i, which is what the engine would have used for sample i.
-        groups = [(0, n)] if len(missing) == n else [(i, 1) for i in missing]
-        for first, count in groups:
+        for first, count in [(0, n)] if len(missing) == n else [(i, 1) for i in missing]:
             reqs.append(prompts[j])
             params.append(sampling_cls(n=count, temperature=sampling_cfg.temperature,
-                                       top_p=sampling_cfg.top_p, max_tokens=sampling_cfg.max_tokens,
-                                       seed=base + first))
-            owners.append((p, first, base + first, count))
+                                       top_p=sampling_cfg.top_p,
+                                       max_tokens=sampling_cfg.max_tokens, seed=base + first))
+            owners.append((j, first, count))
+    return reqs, params, owners
+
+
+def _engine_stats(llm, before, interrupted: bool) -> dict:
+    """The engine's stats for the call just made ({} if it left the previous ones)."""
+    stats = getattr(llm, "last_stats", None)
+    if stats is None or stats is before or (interrupted and not getattr(stats, "interrupted", False)):
+        return {}
+    return stats.as_dict() if hasattr(stats, "as_dict") else dict(stats)
+
+
+def timed_generate(llm, reqs, params, job: str, on_sample, record, use_tqdm: bool) -> list:
+    """llm.generate as one timed segment; `record(segment)` runs even if generate raises."""
+    seg = {"conditions": conditions.current(job), "num_requests": len(reqs), "kept_samples": 0,
+           "kept_output_tokens": 0, "interrupted": False, "error": None}
+
+    def keep(k, comp):
+        seg["kept_samples"] += 1
+        seg["kept_output_tokens"] += len(comp.token_ids)
+        on_sample(k, comp)
+
+    before, t0 = getattr(llm, "last_stats", None), clock()
+    try:
+        return llm.generate(reqs, params, use_tqdm=use_tqdm, on_sample=keep)
+    except BaseException as e:
+        seg["interrupted"] = True
+        if not isinstance(e, KeyboardInterrupt):
+            seg["error"] = f"{type(e).__name__}: {e}"[:200]
+        raise
+    finally:
+        seg["wall_time_s"] = clock() - t0
+        stats = _engine_stats(llm, before, seg["interrupted"])
+        seg.update({k: v for k, v in stats.items()
+                    if k not in ("wall_time_s", "output_tokens_per_s", "interrupted")})
+        seg["engine_wall_time_s"] = stats.get("wall_time_s")
+        # A finished call kept every token it generated; an interrupted one also threw away
+        # its unfinished samples' work, known only from the engine's report.
+        seg["work_measured"] = not seg["interrupted"] or "num_output_tokens" in stats
+        seg.setdefault("num_output_tokens", seg["kept_output_tokens"])
+        record(seg)
+
+
+def generate_missing(llm: Any, task: Task, problems: list[Problem], prompts: list[list[int]],
+                     sampling_cls: Any, sampling_cfg, seed: int, run_dir: str, job: str,
+                     use_tqdm: bool = True) -> dict | None:
+    """Generate every missing (problem, sample); returns the segment record or None."""
+    path = os.path.join(run_dir, SAMPLES)
+    reqs, params, owners = plan_requests(problems, prompts, sampling_cls, sampling_cfg, seed,
+                                         read_samples(path).keys())
     if not reqs:
         return None
-    _repair_tail(path)
+    terminate_last_line(path)
+    hashes = [prompt_hash(p) for p in prompts]
+    written: list[set[int]] = [set() for _ in reqs]
     with open(path, "a", encoding="utf-8") as f:
-        def write(p: Problem, index: int, seed_: int, plen: int, **fields) -> None:
-            row = {"problem_id": p.id, "sample_index": index, "seed": seed_, "prompt_tokens": plen,
-                   **fields}
+        def write(k: int, index: int, **fields) -> None:
+            j, first, _ = owners[k]
+            p = problems[j]
+            row = {"problem_id": p.id, "sample_index": first + index,
+                   "seed": problem_seed(seed, j, sampling_cfg.n) + first + index,
+                   "prompt_tokens": len(reqs[k]), "prompt_hash": hashes[j], **fields}
             if isinstance(p.answer, (str, int, float)):
                 row["gold"] = p.answer
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
             f.flush()  # on disk (page cache) before the next sample: survives a kill
+            written[k].add(index)
 
         def on_sample(k: int, comp: Any) -> None:
-            p, first, s, _ = owners[k]
-            write(p, first + comp.index, s + comp.index, len(reqs[k]),
-                  completion=comp.text, completion_tokens=len(comp.token_ids),
+            write(k, comp.index, completion=comp.text, completion_tokens=len(comp.token_ids),
                   finish_reason=comp.finish_reason, error=None,
                   metrics=dict(getattr(comp, "metrics", None) or {}))
 
-        outs = llm.generate(reqs, params, use_tqdm=use_tqdm, on_sample=on_sample)
+        segments: list[dict] = []
+
+        def record(seg: dict) -> None:
+            segments.append(seg)
+            append_jsonl(os.path.join(run_dir, STATS), seg)
+
+        outs = timed_generate(llm, reqs, params, job, on_sample, record, use_tqdm)
         for k, out in enumerate(outs):
-            if getattr(out, "error", None):  # recorded as failed samples, not fatal
-                p, first, s, count = owners[k]
-                for i in range(count):
-                    write(p, first + i, s + i, len(reqs[k]), completion="",
-                          completion_tokens=0, finish_reason="error", error=str(out.error))
-    stats = getattr(llm, "last_stats", None)
-    d = stats.as_dict() if hasattr(stats, "as_dict") else dict(stats or {})
-    d["num_requests"] = len(reqs)
-    return d
+            j, first, count = owners[k]
+            left = [i for i in range(count) if i not in written[k]]
+            if left and getattr(out, "error", None):  # rejected: recorded, counted wrong
+                for i in left:
+                    write(k, i, completion="", completion_tokens=0, finish_reason="error",
+                          error=str(out.error))
+            elif left:
+                print(f"warning: the engine returned no completion for problem "
+                      f"{problems[j].id} samples {[first + i for i in left]} and no error; "
+                      f"rerun to generate them", file=sys.stderr)
+    return segments[0]
+
+
+def timed_rerun(llm, problems, prompts, sampling_cls, sampling_cfg, seed: int, sample: list[int],
+                job: str) -> dict:
+    """Time the requests of problems `sample` again (outputs discarded): a re-timing."""
+    reqs, params, _ = plan_requests(problems, prompts, sampling_cls, sampling_cfg, seed,
+                                    only=set(sample))
+    segments: list[dict] = []
+    timed_generate(llm, reqs, params, job, lambda k, c: None, segments.append, use_tqdm=False)
+    return {**segments[0], "problems": [problems[j].id for j in sample]}

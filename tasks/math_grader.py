@@ -1,21 +1,13 @@
 """Grade one math sample. Runs inside a worker process (math-verify uses signal.alarm,
-which only works in a process's main thread), so keep it free of harness imports."""
+which only works in a process's main thread), so it imports no engine code."""
 from __future__ import annotations
 
 import re
 import time
 
-THINK_END = "</think>"
+from tasks.reasoning import answer_text
+
 _INT = re.compile(r"^[+-]?\d+(\.0+)?$")
-
-
-def answer_region(text: str, finish_reason: str, thinking: bool = False) -> tuple[str, bool]:
-    """(text to extract from, truncated). Reasoning before the last </think> never counts;
-    a thinking model that never closed its reasoning has given no answer."""
-    truncated = finish_reason == "length"
-    if THINK_END in text:
-        return text.rsplit(THINK_END, 1)[1], truncated
-    return ("" if thinking else text), truncated
 
 
 def last_boxed(text: str) -> str | None:
@@ -44,7 +36,8 @@ def grade(item: dict) -> dict:
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
     timeout = max(1, int(round(item.get("timeout", 5))))
-    region, truncated = answer_region(item["text"], item["finish_reason"], item.get("thinking", False))
+    region = answer_text(item["text"], item.get("thinking", False)) or ""
+    truncated = item["finish_reason"] == "length"
     boxed = last_boxed(region)
     verdict = {"correct": False, "correct_lenient": False, "extracted_answer": None,
                "truncated": truncated, "has_boxed": boxed is not None, "error": None}
@@ -82,5 +75,7 @@ def grade(item: dict) -> dict:
 
 
 def warmup() -> None:
-    """Pool initializer: import sympy/math-verify once per worker."""
-    import math_verify  # noqa: F401
+    """Pool initializer: import math-verify and run one grade, so a worker's first real
+    sample does not spend its timeout on sympy's first-use setup."""
+    grade({"text": "\\boxed{(1, \\frac{\\pi}{2})}", "finish_reason": "stop",
+           "gold": "\\left( 1, \\frac{\\pi}{2} \\right)", "timeout": 5})

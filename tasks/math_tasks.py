@@ -1,44 +1,64 @@
-"""Math benchmarks: AMC23, AIME24/25, MATH-500, GSM8K (answers are strings)."""
+"""Math benchmarks: AMC23, AIME24/25, MATH-500, GSM8K. Each is one MathTask value: where
+its data lives, which field holds the question, its prompt and its version."""
 from __future__ import annotations
 
-from tasks.base import INSTRUCTION, Problem, Task, register
-from tasks.pool import map_with_deadline
+from dataclasses import dataclass, field
+
 from tasks import math_grader
+from tasks.base import (INSTRUCTION, HFSource, Problem, Task, check_unique, read_hub, read_jsonl,
+                        register)
+from tasks.pool import map_with_deadline
 
 
+@dataclass
+class MathOptions:
+    instruction: str = INSTRUCTION       # appended to every problem (part of the prompt)
+    penalize_truncated: bool = True      # outputs cut at max_tokens count as wrong
+    thinking: bool = False               # reasoning model: score only after the last </think>
+
+
+@dataclass
 class MathTask(Task):
-    question_field = "problem"
+    question_field: str = "problem"      # the row field holding the statement
+    answer_field: str = "answer"         # the gold answer (a non-empty string)
+    options: MathOptions = field(default_factory=MathOptions)
 
-    @property
-    def required_fields(self) -> tuple[str, ...]:  # type: ignore[override]
-        return (self.question_field, "answer")
+    def load(self, data_dir, limit=None, *, data_file=None, hf=None):
+        fields = (self.question_field, self.answer_field)
+        if data_dir:
+            where = self.data_path(data_dir, data_file)
+            rows = read_jsonl(where, fields)
+        else:
+            hf = hf or self.hf
+            where, rows = f"{hf.path}@{hf.revision}", read_hub(hf, self.name, fields)
+        problems = check_unique(self.name, [self.to_problem(r) for r in rows], where)
+        return problems[:limit] if limit is not None else problems
 
     def to_problem(self, row: dict) -> Problem:
-        extra = {k: v for k, v in row.items() if k not in ("id", self.question_field, "answer")}
-        return Problem(id=row["id"], prompt=str(row[self.question_field]).strip(),
-                       answer=str(row["answer"]).strip(), meta=extra)
+        q, a = self.question_field, self.answer_field
+        return Problem(id=row["id"], prompt=str(row[q]).strip(), answer=str(row[a]).strip(),
+                       meta={k: v for k, v in row.items() if k not in ("id", q, a)})
 
     def messages(self, problem: Problem) -> list[dict]:
-        instruction = self.options.get("instruction", INSTRUCTION)
-        return [{"role": "user", "content": f"{problem.prompt}\n{instruction}"}]
+        return [{"role": "user", "content": f"{problem.prompt}\n{self.options.instruction}"}]
 
     def score(self, rows, problems, *, workers=2, timeout=5.0):
-        penalize = bool(self.options.get("penalize_truncated", True))
-        thinking = bool(self.options.get("thinking", False))
+        o = self.options
         items = [{"text": r.get("completion") or "", "finish_reason": r.get("finish_reason", ""),
                   "gold": problems[r["problem_id"]].answer, "timeout": timeout,
-                  "penalize_truncated": penalize, "thinking": thinking} for r in rows]
+                  "penalize_truncated": o.penalize_truncated, "thinking": o.thinking}
+                 for r in rows]
 
         def failed(item, why):
-            _, truncated = math_grader.answer_region(item["text"], item["finish_reason"])
             return {"correct": False, "correct_lenient": False, "extracted_answer": None,
-                    "truncated": truncated, "has_boxed": math_grader.last_boxed(item["text"]) is not None,
-                    "error": why}
+                    "truncated": item["finish_reason"] == "length",
+                    "has_boxed": math_grader.last_boxed(item["text"]) is not None, "error": why}
 
+        stall = 3 * timeout + 15
         verdicts = map_with_deadline(
-            math_grader.grade, items, workers=workers, stall_s=3 * timeout + 15,
+            math_grader.grade, items, workers=workers, stall_s=stall,
             initializer=math_grader.warmup,
-            on_timeout=lambda it: failed(it, f"timeout: scoring exceeded {3 * timeout + 15:.0f}s"),
+            on_timeout=lambda it: failed(it, f"timeout: scoring exceeded {stall:.0f}s"),
             on_error=lambda it, e: failed(it, f"{type(e).__name__}: {e}"[:200]))
         for r, v in zip(rows, verdicts):
             if r.get("error"):  # the engine could not run this request
@@ -52,26 +72,10 @@ class MathTask(Task):
         return {"int_crosscheck_disagreements": disagree} if checked else {}
 
 
-@register("amc23")
-class AMC23(MathTask):
-    pass
-
-
-@register("aime24")
-class AIME24(MathTask):
-    pass
-
-
-@register("aime25")
-class AIME25(MathTask):
-    pass
-
-
-@register("math500")
-class MATH500(MathTask):
-    pass
-
-
-@register("gsm8k")
-class GSM8K(MathTask):
-    question_field = "question"
+# Hub copies: used only without data_dir, and only at a commit pinned with task.hf.revision.
+register(MathTask("amc23", version=1, hf=HFSource("math-ai/amc23", columns={"question": "problem"})))
+register(MathTask("aime24", version=1, hf=HFSource("math-ai/aime24")))
+register(MathTask("aime25", version=1, hf=HFSource("math-ai/aime25")))
+register(MathTask("math500", version=1, hf=HFSource("HuggingFaceH4/MATH-500",
+                                                    columns={"unique_id": "id"})))
+register(MathTask("gsm8k", version=1, question_field="question", hf=HFSource("openai/gsm8k", "main")))

@@ -32,6 +32,11 @@ def report(s: dict) -> str:
         lines.append(f"accuracy retained {'n/a' if retained is None else f'{retained:.1f}%'}   "
                      f"speedup {_f(b.get('speedup'), '.2f')}x (output tok/s)   "
                      f"time-to-finish speedup {_f(b.get('time_to_finish_speedup'), '.2f')}x")
+        if b.get("throughput_source"):
+            lines.append(f"Full KV throughput: {b['throughput_source']}")
+        if b.get("conditions_differ"):
+            lines.append(f"warning: measured under different conditions: "
+                         f"{'; '.join(b['conditions_differ'])}")
     extra = [f"pass@1 incl. truncated {_f(s.get('pass@1_incl_truncated'), '.4f')}",
              f"boxed {_f(s.get('boxed_rate'), '.0%')}",
              f"p95 len {_f(s.get('p95_output_tokens'), '.0f')}",
@@ -39,7 +44,37 @@ def report(s: dict) -> str:
     if s.get("num_scoring_timeouts"):
         extra.append(f"scoring timeouts {s['num_scoring_timeouts']}")
     lines.append("  ".join(extra))
+    lines += problems(s)
     for note in s.get("cpu_clamps") or []:
         lines.append(f"note: {note}")
     lines.append(f"results: {s['run_dir']}")
     return "\n".join(lines)
+
+
+def problems(s: dict) -> list[str]:
+    """Warnings about what the numbers do not cover."""
+    out = []
+    if s.get("throughput_lower_bound"):
+        out.append("note: out tok/s is a lower bound: an interrupted segment's unfinished work "
+                   "was not reported by the engine")
+    errors = s.get("engine_errors") or []
+    if errors:
+        shown = "; ".join(f"{e['problem_id']} ({e['samples']} samples): {e['error']}"
+                          for e in errors[:3])
+        out.append(f"engine rejected {len(errors)} problem(s), counted wrong: {shown}"
+                   + (" ..." if len(errors) > 3 else ""))
+    f = s.get("samples_file") or {}
+    bad = f.get("unreadable_lines") or []
+    if bad:
+        shown = "; ".join(f"line {b['line']}: {b['why']}" for b in bad[:5])
+        out.append(f"warning: samples.jsonl has {len(bad)} unusable line(s), kept as they are "
+                   f"and not scored: {shown}" + (" ..." if len(bad) > 5 else ""))
+    ignored = f.get("ignored") or []
+    if ignored:
+        lines = ", ".join(str(r["line"]) for r in ignored[:5])
+        out.append(f"warning: {len(ignored)} sample(s) name problems or sample indices outside "
+                   f"this run's data (lines {lines}); kept, not scored")
+    if f.get("incomplete_last_line"):
+        out.append("note: the last line of samples.jsonl is incomplete (still being written, "
+                   "or cut by a kill); not scored")
+    return out

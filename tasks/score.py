@@ -1,7 +1,9 @@
-"""Score a run folder from its samples file: `python -m tasks.score RUN_DIR`.
+"""Score a run folder from its samples: `python -m tasks.score RUN_DIR`.
 
-Works on finished and partial runs alike; rewrites samples.jsonl with verdicts and writes
-summary.json (including the `baseline` block when the run's Full-KV baseline has a summary).
+Works on finished, partial and still-generating runs alike: it reads samples.jsonl and
+never writes it (verdicts go to scores.jsonl, the summary to summary.json, both replaced
+atomically), so a generation appending at the same time loses nothing. Lines it cannot use
+are kept and reported with their line numbers.
 """
 from __future__ import annotations
 
@@ -12,86 +14,109 @@ import sys
 
 from omegaconf import OmegaConf
 
-from tasks.base import HFSource, get_task
-from tasks.generate import read_rows, write_rows
-from tasks.summary import compare, summarize
+from tasks.base import DataError
+from tasks.identity import baseline_mismatch, read_meta
+from tasks.prepare import ConfigError, load_problems, task_from_config
+from tasks.samples import (CONFIG, META, RETIME, SAMPLES, SCORES, STATS, SUMMARY, read_jsonl_lenient,
+                           read_samples, write_atomic, write_jsonl_atomic)
+from tasks.summary import compare, engine_errors, summarize, throughput_source
 
-SAMPLES, SUMMARY, STATS, META, CONFIG = ("samples.jsonl", "summary.json", "generation_stats.jsonl",
-                                         "run.json", "config.yaml")
-
-
-def task_from_config(cfg):
-    options = dict(OmegaConf.to_container(cfg.task.options, resolve=True))
-    options.setdefault("penalize_truncated", cfg.scoring.penalize_truncated)
-    options.setdefault("thinking", cfg.model.thinking)  # reasoning-model answer extraction
-    return get_task(cfg.task.name, options)
+class NotARunFolder(ValueError):
+    pass
 
 
-def load_problems(cfg, task):
-    hf = HFSource(**OmegaConf.to_container(cfg.task.hf, resolve=True))
-    return task.load(cfg.data_dir, cfg.task.limit, data_file=cfg.task.data_file, hf=hf)
+def check_run_folder(run_dir: str) -> None:
+    if not os.path.isdir(run_dir):
+        raise NotARunFolder(f"no run folder at {run_dir}")
+    missing = [f for f in (CONFIG, META) if not os.path.exists(os.path.join(run_dir, f))]
+    if missing:
+        raise NotARunFolder(f"{run_dir} is not a run folder: {' and '.join(missing)} missing "
+                            f"(run.py writes them when the run's first samples are generated)")
 
 
-def read_jsonl(path: str) -> list[dict]:
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+def samples_report(samples, ignored: list[dict]) -> dict:
+    return {"unreadable_lines": [{"line": n, "why": why} for n, why in samples.bad_lines],
+            "ignored": [{"line": r["line"], "problem_id": r["problem_id"],
+                         "sample_index": r["sample_index"]} for r in ignored],
+            "duplicates": samples.duplicates, "incomplete_last_line": samples.torn_tail}
 
 
 def rescore(run_dir: str, workers: int | None = None, timeout: float | None = None) -> dict:
+    check_run_folder(run_dir)
     cfg = OmegaConf.load(os.path.join(run_dir, CONFIG))
-    with open(os.path.join(run_dir, META)) as f:
-        meta = json.load(f)
+    meta = read_meta(run_dir)
     task = task_from_config(cfg)
     problems = {p.id: p for p in load_problems(cfg, task)}
-    rows = read_rows(os.path.join(run_dir, SAMPLES))
-    unknown = [r for r in rows if r["problem_id"] not in problems]
-    if unknown:
-        print(f"warning: {len(unknown)} samples name problems not in the data; ignored", file=sys.stderr)
-        rows = [r for r in rows if r["problem_id"] in problems]
+    samples = read_samples(os.path.join(run_dir, SAMPLES))
+    n = cfg.sampling.n
+    rows = [r for r in samples.rows if r["problem_id"] in problems and r["sample_index"] < n]
+    ignored = [r for r in samples.rows if r["problem_id"] not in problems or r["sample_index"] >= n]
     workers = workers or cfg.scoring.workers or os.cpu_count() or 1
     verdicts = task.score(rows, problems, workers=workers,
                           timeout=timeout or cfg.scoring.timeout_s) if rows else []
-    for r, v in zip(rows, verdicts):
-        r.update(v)
     order = {pid: i for i, pid in enumerate(problems)}  # data order, then sample index
-    rows.sort(key=lambda r: (order[r["problem_id"]], r["sample_index"]))
-    write_rows(os.path.join(run_dir, SAMPLES), rows)
+    pairs = sorted(zip(rows, verdicts), key=lambda rv: (order[rv[0]["problem_id"]],
+                                                        rv[0]["sample_index"]))
+    write_jsonl_atomic(os.path.join(run_dir, SCORES), [
+        {"problem_id": r["problem_id"], "sample_index": r["sample_index"], "line": r["line"], **v}
+        for r, v in pairs])
+    scored = [{**r, **v} for r, v in pairs]
 
     s = {"task": cfg.task.name, "model": cfg.model.name, "engine": cfg.engine.name,
          "budget": cfg.engine.budget, "block_size": cfg.engine.block_size,
-         "n": cfg.sampling.n, "max_tokens": cfg.sampling.max_tokens,
+         "n": n, "max_tokens": cfg.sampling.max_tokens,
          "temperature": cfg.sampling.temperature, "seed": cfg.seed, "device": meta.get("device"),
-         "run_dir": os.path.abspath(run_dir), "cpu_clamps": meta.get("cpu_clamps", [])}
-    s.update(summarize(rows, len(problems), cfg.sampling.n, read_jsonl(os.path.join(run_dir, STATS))))
-    s.update(task.summary_extras(rows, verdicts, problems))
-    s["baseline"] = baseline_block(s, meta.get("baseline_dir"))
-    with open(os.path.join(run_dir, SUMMARY), "w") as f:
-        json.dump(s, f, indent=2)
+         "run_dir": os.path.abspath(run_dir), "cpu_clamps": meta.get("cpu_clamps", []),
+         "data_file": meta.get("data_file"), "data_sha256": meta.get("data_sha256")}
+    segments = read_jsonl_lenient(os.path.join(run_dir, STATS))
+    s.update(summarize(scored, len(problems), n, segments))
+    s["engine_errors"] = engine_errors(scored)
+    s["samples_file"] = samples_report(samples, ignored)
+    s.update(task.summary_extras([r for r, _ in pairs], [v for _, v in pairs], problems))
+    s["baseline"] = baseline_block(s, run_dir, meta, segments)
+    write_atomic(os.path.join(run_dir, SUMMARY), json.dumps(s, indent=2) + "\n")
     return s
 
 
-def baseline_block(s: dict, baseline_dir: str | None) -> dict:
+def baseline_block(s: dict, run_dir: str, meta: dict, segments: list[dict]) -> dict:
     if s["budget"] is None:  # a Full-KV run is its own baseline
-        return {**compare(s, s), "run_dir": s["run_dir"]}
-    path = os.path.join(baseline_dir or "", SUMMARY)
-    if baseline_dir and os.path.exists(path):
-        with open(path) as f:
-            return {**compare(s, json.load(f)), "run_dir": baseline_dir}
-    return {**compare(s, {}), "run_dir": baseline_dir, "status": "not computed"}
+        return {**compare(s, s), "run_dir": s["run_dir"],
+                "throughput_source": "this run (Full KV is its own baseline)"}
+    base_dir = meta.get("baseline_dir")
+    path = os.path.join(base_dir or "", SUMMARY)
+    if not base_dir or not os.path.exists(path):
+        return {**compare(s, {}), "run_dir": base_dir, "status": "not computed"}
+    with open(path) as f:
+        block = {**compare(s, json.load(f)), "run_dir": base_dir}
+    changed = baseline_mismatch(meta, read_meta(base_dir))
+    if changed:
+        block.update(status=f"not comparable: {'; '.join(changed)} differ", speedup=None,
+                     accuracy_retained=None, time_to_finish_speedup=None)
+        return block
+    retime_path = os.path.join(run_dir, RETIME)
+    retime = json.load(open(retime_path)) if os.path.exists(retime_path) else None
+    source = throughput_source(segments, read_jsonl_lenient(os.path.join(base_dir, STATS)), retime)
+    if source.get("speedup") is not None:
+        block["speedup_from_generation"] = block["speedup"]
+    block.update(source)
+    return block
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run_dir")
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--timeout", type=float, default=None, help="per-sample math-verify timeout (s)")
     a = ap.parse_args(argv)
-    s = rescore(a.run_dir, a.workers, a.timeout)
+    try:
+        s = rescore(a.run_dir, a.workers, a.timeout)
+    except (NotARunFolder, ConfigError, DataError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     from tasks.report import report
     print(report(s))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

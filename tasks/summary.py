@@ -1,17 +1,23 @@
-"""Metrics over scored samples and generation stats: pure functions, no engine needed."""
+"""Metrics over scored samples and generation segments: pure functions, no engine needed.
+`pass_at_k` is the one estimator every task uses (math and code)."""
 from __future__ import annotations
 
 import math
 from collections import defaultdict
 
+from tasks import conditions
+
 
 def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k for one problem: 1 - C(n-c, k) / C(n, k)."""
+    """Unbiased pass@k for one problem, 1 - C(n-c, k) / C(n, k), as a stable product."""
     if k > n:
         raise ValueError(f"k={k} > n={n}")
     if n - c < k:
         return 1.0
-    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+    prod = 1.0
+    for i in range(n - c + 1, n + 1):
+        prod *= 1.0 - k / i
+    return 1.0 - prod
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -45,24 +51,42 @@ def accuracy(rows: list[dict], key: str = "correct") -> dict:
 
 
 def throughput(segments: list[dict]) -> dict:
-    """Aggregate engine stats over generation segments (a resumed run has several)."""
-    wall = sum(s.get("wall_time_s", 0.0) for s in segments)
-    out_tok = sum(s.get("num_output_tokens", 0) for s in segments)
-    comp = sum(s.get("compression_time_s", 0.0) or 0.0 for s in segments)
-    mean_run = (sum(s.get("mean_running", 0.0) * s.get("wall_time_s", 0.0) for s in segments) / wall
+    """Aggregate over every timed generation segment (each resume is one, interrupted ones
+    included): output tok/s = tokens the engine generated / wall time of its generate calls."""
+    timed = [s for s in segments if (s.get("wall_time_s") or 0) > 0]
+    wall = sum(s["wall_time_s"] for s in timed)
+    out_tok = sum(s.get("num_output_tokens", 0) or 0 for s in timed)
+    comp = sum(s.get("compression_time_s", 0.0) or 0.0 for s in timed)
+    mean_run = (sum((s.get("mean_running") or 0.0) * s["wall_time_s"] for s in timed) / wall
                 if wall > 0 else None)
+    unmeasured = [s for s in timed if s.get("interrupted") and not s.get("work_measured")]
     return {
-        "timed_output_tokens": out_tok,             # from completed generate() calls
+        "timed_output_tokens": out_tok,
         "generation_wall_time_s": wall,             # model load excluded
         "output_tokens_per_s": out_tok / wall if wall > 0 else None,
-        "peak_running": max((s.get("peak_running", 0) for s in segments), default=None),
+        # An interrupted segment whose unfinished work the engine did not report counts
+        # only its finished samples' tokens: the rate is then a lower bound.
+        "throughput_lower_bound": bool(unmeasured),
+        "peak_running": max((s.get("peak_running") or 0 for s in timed), default=None),
         "mean_running": mean_run,
         "compression_time_share": comp / wall if wall > 0 else None,
-        "num_compressions": sum(s.get("num_compressions", 0) or 0 for s in segments),
-        "num_preemptions": sum(s.get("num_preemptions", 0) or 0 for s in segments),
+        "num_compressions": sum(s.get("num_compressions", 0) or 0 for s in timed),
+        "num_preemptions": sum(s.get("num_preemptions", 0) or 0 for s in timed),
         "time_to_finish_s": wall,                   # all generate() calls of this run
-        "generation_segments": len(segments),
+        "generation_segments": len(timed),
+        "interrupted_segments": sum(1 for s in timed if s.get("interrupted")),
     }
+
+
+def engine_errors(rows: list[dict]) -> list[dict]:
+    """Problems the engine rejected (one entry per problem, with its message)."""
+    per: dict[str, dict] = {}
+    for r in rows:
+        if r.get("finish_reason") == "error":
+            e = per.setdefault(r["problem_id"], {"problem_id": r["problem_id"], "samples": 0,
+                                                 "error": r.get("error")})
+            e["samples"] += 1
+    return list(per.values())
 
 
 def summarize(rows: list[dict], num_problems: int, n: int, segments: list[dict]) -> dict:
@@ -103,3 +127,30 @@ def compare(run: dict, base: dict) -> dict:
         "speedup": t / bt if t and bt else None,
         "time_to_finish_speedup": bf / f if f and bf else None,
     }
+
+
+def throughput_source(run_segments: list[dict], base_segments: list[dict],
+                      retime: dict | None) -> dict:
+    """Where the baseline's throughput in `speedup` comes from, and whether it was measured
+    like this run's (same job; host, GPU, torch, CPU load)."""
+    if retime and retime.get("speedup"):
+        diffs = conditions.differences([retime["run"]["conditions"]],
+                                       [retime["baseline"]["conditions"]])
+        return {"speedup": retime["speedup"], "same_job": True, "conditions_differ": diffs,
+                "throughput_source": f"re-timed in job {retime['job']}: Full KV and this engine "
+                                     f"ran the same {len(retime['problems'])} problems back to "
+                                     f"back (baseline.retime=true)"}
+    run_c = [s["conditions"] for s in run_segments if s.get("conditions")]
+    base_c = [s["conditions"] for s in base_segments if s.get("conditions")]
+    if not run_c or not base_c:
+        return {"same_job": None, "conditions_differ": [],
+                "throughput_source": "unknown (segments recorded without their conditions)"}
+    jobs = {c.get("job") for c in run_c}
+    same = len(jobs) == 1 and jobs == {c.get("job") for c in base_c}
+    diffs = conditions.differences(run_c, base_c)
+    text = ("measured in the same job as this run" if same else
+            f"measured in another job (baseline {conditions.describe(base_c)}; "
+            f"this run {conditions.describe(run_c)})")
+    if not same or diffs:
+        text += "; baseline.retime=true times both in one job"
+    return {"same_job": same, "conditions_differ": diffs, "throughput_source": text}

@@ -6,7 +6,7 @@ itself does not strip reasoning; we do, as the evaluation spec asks).
 """
 from __future__ import annotations
 
-THINK_END = "</think>"
+from tasks.reasoning import answer_text
 
 
 def extract_code(completion: str, finish_reason: str | None = None,
@@ -17,11 +17,9 @@ def extract_code(completion: str, finish_reason: str | None = None,
     flags: truncated (finish_reason == "length", or reasoning never closed),
            no_think_end (reasoning never closed), no_code (fewer than two fence lines).
     """
-    text = completion or ""
     flags = {"truncated": finish_reason == "length", "no_think_end": False, "no_code": False}
-    if THINK_END in text:
-        text = text.rsplit(THINK_END, 1)[1]
-    elif thinking or (thinking is None and "<think>" in text):
+    text = answer_text(completion, thinking)
+    if text is None:
         flags.update(truncated=True, no_think_end=True)
         return None, flags
     lines = text.split("\n")

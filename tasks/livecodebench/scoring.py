@@ -11,19 +11,10 @@ from tasks.livecodebench.data import DIFFICULTIES
 from tasks.livecodebench.extract import extract_code
 from tasks.livecodebench.judge import CODES, Judge
 from tasks.sandbox import SandboxConfig, run_many
+from tasks.summary import pass_at_k
 
 PUBLIC_ONLY_NOTE = ("private tests absent: scored on public examples only (a smoke test that "
                     "over-estimates pass@1; not comparable with the leaderboard)")
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased estimator 1 - C(n-c, k) / C(n, k), as a stable product."""
-    if n - c < k:
-        return 1.0
-    prod = 1.0
-    for i in range(n - c + 1, n + 1):
-        prod *= 1.0 - k / i
-    return 1.0 - prod
 
 
 def _failed(result: str, reason: str, n: int) -> dict:

@@ -12,8 +12,10 @@ ks (pass@k list).
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
+from typing import Any, List, Optional
 
-from tasks.base import HFSource, Problem, Task, register
+from tasks.base import HFSource, Problem, Task, check_unique, register
 from tasks.livecodebench.data import (HUB_REPO, DataError, LCBProblem, decode_tests,
                                       read_file, read_hub, restricted_unpickle, select)
 from tasks.livecodebench.extract import extract_code
@@ -42,43 +44,58 @@ def load_problems(data_dir: str | None, release=None, start_date: str | None = N
     return select(problems, release, start_date, end_date, limit)
 
 
-@register("livecodebench")
+@dataclass
+class LCBOptions:
+    release: Any = None                  # release(s) that added the problems, e.g. "v6"
+    start_date: Optional[str] = None     # inclusive contest-date window (ISO dates)
+    end_date: Optional[str] = None
+    thinking: Optional[bool] = None      # None: decide per output (tasks/reasoning.py)
+    system_prompt: bool = False          # instruction in a system turn (else the user turn)
+    timeout_s: float = 6.0               # per test
+    memory_mb: int = 4096
+    lcb_guard: bool = True
+    ks: List[int] = field(default_factory=lambda: [1, 5, 10])
+
+
+@dataclass
 class LiveCodeBenchTask(Task):
     """Adapter for run.py / tasks.score (see tasks/base.py for the protocol)."""
+    options: LCBOptions = field(default_factory=LCBOptions)
 
     def load(self, data_dir, limit=None, *, data_file=None, hf: HFSource | None = None):
         o = self.options
         if data_dir:
-            lcb = load_problems(data_dir, o.get("release"), o.get("start_date"),
-                                o.get("end_date"), limit, data_file=data_file or DATA_FILE)
+            where = self.data_path(data_dir, data_file)
+            lcb = load_problems(data_dir, o.release, o.start_date, o.end_date, limit,
+                                data_file=data_file or self.data_file)
         else:  # on the hub the subset (hf.name, else options.release) is the release
-            hf = hf or HFSource()
-            subset = hf.name or o.get("release") or "release_v6"
+            hf = hf or self.hf
+            subset = hf.name or (o.release if isinstance(o.release, str) else None) or "release_v6"
+            where = f"{hf.path or HUB_REPO}/{subset}@{hf.revision}"
             problems = read_hub(subset, hf.revision, hf.path or HUB_REPO)
-            lcb = select(problems, None, o.get("start_date"), o.get("end_date"), limit)
-        return [Problem(id=p.question_id, prompt=p.content, answer=None,
-                        meta={"lcb": p, "difficulty": p.difficulty, "platform": p.platform,
-                              "contest_date": p.contest_date, "release": p.release})
-                for p in lcb]
+            lcb = select(problems, None, o.start_date, o.end_date, limit)
+        problems = [Problem(id=p.question_id, prompt=p.content, answer=None,
+                            meta={"lcb": p, "difficulty": p.difficulty, "platform": p.platform,
+                                  "contest_date": p.contest_date, "release": p.release})
+                    for p in lcb]
+        return check_unique(self.name, problems, where)
 
     def messages(self, problem: Problem) -> list[dict]:
-        return build_messages(problem.meta["lcb"], system=bool(self.options.get("system_prompt")))
+        return build_messages(problem.meta["lcb"], system=self.options.system_prompt)
 
     def sandbox_config(self, workers: int) -> SandboxConfig:
         o = self.options
         cap = max(1, len(os.sched_getaffinity(0)) - 1)  # TLEs depend on contention
-        return SandboxConfig(timeout_s=float(o.get("timeout_s", 6.0)),
-                             memory_mb=int(o.get("memory_mb", 4096)),
-                             lcb_guard=bool(o.get("lcb_guard", True)),
-                             workers=max(1, min(workers or cap, cap)))
+        return SandboxConfig(timeout_s=float(o.timeout_s), memory_mb=int(o.memory_mb),
+                             lcb_guard=bool(o.lcb_guard), workers=max(1, min(workers or cap, cap)))
 
     def score(self, rows, problems, *, workers=2, timeout=5.0):
         """`timeout` (the harness's per-sample math timeout) is not used: LiveCodeBench's
         per-test limit is options.timeout_s (default 6 s)."""
         lcb = {pid: p.meta["lcb"] for pid, p in problems.items()}
         verdicts, self._summary = score_samples(
-            lcb, rows, self.sandbox_config(workers), thinking=self.options.get("thinking"),
-            ks=tuple(self.options.get("ks", (1, 5, 10))))
+            lcb, rows, self.sandbox_config(workers), thinking=self.options.thinking,
+            ks=tuple(self.options.ks))
         out = []
         for r, v in zip(rows, verdicts):
             failed = bool(r.get("error"))  # the engine could not run this request
@@ -98,3 +115,6 @@ class LiveCodeBenchTask(Task):
                                 [{**v, "problem_id": r["problem_id"]}
                                  for r, v in zip(rows, verdicts)])
         return {"livecodebench": summary}
+
+
+register(LiveCodeBenchTask("livecodebench", version=1, hf=HFSource(HUB_REPO), data_file=DATA_FILE))

@@ -1,7 +1,3 @@
-"""Harness tests: no model needed (a fake engine stands in for zipage.LLM)."""
-import os
-import sys
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-if ROOT not in sys.path:  # run.py and tasks/ live at the repo root
-    sys.path.insert(0, ROOT)
+"""Harness tests: no model needed (a fake engine stands in for zipage.LLM). The fixtures
+live in harness_fixtures.py (a unique module name: tests/livecodebench has a conftest too)."""
+from harness_fixtures import DATA_DIR, ROOT, config, data_dir, engine  # noqa: F401

@@ -1,4 +1,5 @@
 """Bad configurations fail fast (< 5 s, no model load) with a message naming the problem."""
+import json
 import os
 import subprocess
 import sys
@@ -6,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import ROOT
+from harness_fixtures import DATA_DIR, ROOT, config
 
 BAD = [
     (["task=nope"], "task/nope"),                         # unknown task
@@ -18,39 +19,63 @@ BAD = [
     (["engine.block_size=48", "budget=96"], "power of two"),
     (["task.name=nope"], "unknown task 'nope'"),          # name not in the task registry
     (["data_dir=/nonexistent"], "data_dir=/nonexistent"),
+    # `+` used to let a typo through (issue 11, item 5); every one names the close match
+    (["+budgte=1024"], "unknown key 'budgte' (did you mean 'budget'?)"),
+    (["budgte=1024"], "unknown key 'budgte' (did you mean 'budget'?)"),
+    (["+sampling.temprature=0.5"],
+     "unknown key 'sampling.temprature' (did you mean 'sampling.temperature'?)"),
+    (["+task.options.instrction=Answer."],
+     "unknown option task.options.instrction for task amc23 (did you mean 'instruction'?)"),
+    (["+task.options.thinking=maybe"], "task.options.thinking"),
+    (["baseline.retime=true", "engine=fullkv"], "baseline.retime=true needs a budget run"),
 ]
 
 
 @pytest.mark.parametrize("overrides,needle", BAD, ids=[" ".join(b[0]) for b in BAD])
-def test_bad_config_fails_fast(tmp_path, overrides, needle):
-    cmd = [sys.executable, "run.py", *overrides, f"hydra.run.dir={tmp_path}/run",
-           f"results_dir={tmp_path}"]
+def test_bad_config_fails_fast_and_leaves_no_folder(tmp_path, overrides, needle):
+    cmd = [sys.executable, "run.py", *overrides, f"results_dir={tmp_path}/results"]
     if not any(o.startswith("data_dir") for o in overrides):
-        cmd.append("data_dir=../shared/datasets")
+        cmd.append(f"data_dir={DATA_DIR}")
     t0 = time.monotonic()
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
     elapsed = time.monotonic() - t0
     assert p.returncode != 0
     assert needle in p.stderr + p.stdout, p.stderr
+    assert "Traceback" not in p.stderr
     assert elapsed < 5, f"took {elapsed:.1f}s"
+    assert not os.path.exists(tmp_path / "results")  # no run folder: it is created after validation
 
 
-def test_same_command_maps_to_same_run_dir():
-    from hydra import compose, initialize_config_dir
-    from tasks.config import register_configs
-    register_configs()
-    with initialize_config_dir(config_dir=os.path.join(ROOT, "configs"), version_base=None):
-        a = compose("config", overrides=["task=gsm8k", "budget=1024"], return_hydra_config=True)
-        b = compose("config", overrides=["budget=1024", "task=gsm8k"], return_hydra_config=True)
-        c = compose("config", overrides=["task=gsm8k", "budget=2048"], return_hydra_config=True)
-    assert a.hydra.run.dir == b.hydra.run.dir != c.hydra.run.dir
-    assert a.hydra.run.dir.startswith("results/gsm8k/smollm2-135m/zipage-b1024-n32-len32768-s0-")
-    assert a.engine.budget == 1024 and a.sampling.temperature == 0.6
+def test_same_command_maps_to_same_run_dir(tmp_path):
+    from tasks.identity import run_name
+    from tasks.prepare import effective_config
+
+    def name(*overrides):
+        cfg = config(tmp_path, DATA_DIR, "task=gsm8k", "sampling=paper", "sampling.n=32",
+                     "sampling.max_tokens=32768", *overrides)
+        return run_name(effective_config(cfg, cpu=False)[0], "cuda")
+    a, b = name("budget=1024", "seed=0"), name("seed=0", "budget=1024")
+    assert a == b != name("budget=2048")
+    assert a.startswith("gsm8k/smollm2-135m/zipage-b1024-n32-len32768-s0-")
+
+
+def test_cpu_run_folder_is_named_after_what_ran(tmp_path, data_dir, engine, monkeypatch):
+    """The README's CPU command, through run.py itself: clamped values name the folder."""
+    import run
+    monkeypatch.setattr(sys, "argv", [
+        "run.py", "task=amc23", "budget=2048", f"data_dir={data_dir}",
+        f"results_dir={tmp_path}/results", "engine.device=cpu", "use_tqdm=false"])
+    run.cli()
+    (folder,) = os.listdir(tmp_path / "results" / "amc23" / "smollm2-135m")
+    assert folder.startswith("zipage-b128-n2-len256-lim4-s0-")
+    summary = json.load(open(tmp_path / "results" / "amc23" / "smollm2-135m" / folder / "summary.json"))
+    assert summary["n"] == 2 and summary["max_tokens"] == 256 and summary["budget"] == 128
+    assert any("sampling.n 32 -> 2" in note for note in summary["cpu_clamps"])
 
 
 def test_data_dir_from_env_and_missing_data_source(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "ZIPAGE_DATA_DIR"}
-    cmd = [sys.executable, "run.py", f"hydra.run.dir={tmp_path}/run", f"results_dir={tmp_path}"]
+    cmd = [sys.executable, "run.py", f"results_dir={tmp_path}"]
     t0 = time.monotonic()
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
     assert p.returncode == 2 and "pass data_dir=" in p.stderr and time.monotonic() - t0 < 5
@@ -75,3 +100,15 @@ def test_engine_presets_our_full_score_and_the_paper_weight():
         weights[cfg.engine.name] = engine.compression.redundancy_weight
         assert engine.compression.redundancy == "lightning" and engine.compression.use_pooling
     assert weights == {"zipage": 0.2, "zipage_paper": 0.8}
+
+
+@pytest.mark.parametrize("override,needle", [
+    ("+budgte=1024", "'budgte' (did you mean 'budget'?)"),
+    ("+sampling.temprature=0.5", "'sampling.temprature' (did you mean 'sampling.temperature'?)"),
+    ("+engine.max_num_seq=4", "'engine.max_num_seqs'")])
+def test_added_keys_the_schema_lacks_are_rejected(tmp_path, override, needle):
+    """Composed in-process too (tests, notebooks): `+key` typos never reach a run."""
+    from tasks.evaluate import ConfigError, evaluate
+    with pytest.raises(ConfigError, match="unknown key") as err:
+        evaluate(config(tmp_path, DATA_DIR, override))
+    assert needle in str(err.value) and not os.path.exists(tmp_path / "results")

@@ -7,53 +7,17 @@ import sys
 import pytest
 
 import fake_engine
-from conftest import ROOT
+from harness_fixtures import ROOT, config, data_dir, engine, read_rows  # noqa: F401 (fixtures, shared)
 from tasks import evaluate as runner
 from tasks.base import DataError
 
 VOLATILE = {"run_dir", "generation_segments", "generation_wall_time_s", "output_tokens_per_s",
             "time_to_finish_s", "correct_per_hour", "baseline", "timed_output_tokens",
-            "peak_running", "mean_running"}
-
-
-@pytest.fixture
-def data_dir(tmp_path):
-    d = tmp_path / "data"
-    d.mkdir()
-    with open(d / "amc23.jsonl", "w") as f:
-        for k in [1, 2, 3, 4, 99]:  # problem q99 makes the fake engine return an error
-            f.write(json.dumps({"id": f"p{k}", "problem": f"q{k}: twice {k}?", "answer": str(2 * k)}) + "\n")
-    return str(d)
-
-
-@pytest.fixture
-def engine(monkeypatch):
-    """Patch the engine factory; `engine.crash_after = K` makes the next engine die after K samples."""
-    state = type("State", (), {"crash_after": None})()
-    fake_engine.FakeLLM.instances = []
-
-    def make(model_id, kwargs):
-        llm = fake_engine.FakeLLM(model_id, crash_after=state.crash_after, **kwargs)
-        state.crash_after = None
-        return llm, fake_engine.FakeSamplingParams
-    monkeypatch.setattr(runner, "make_engine", make)
-    return state
-
-
-def config(tmp_path, data_dir, *overrides):
-    from hydra import compose, initialize_config_dir
-    from tasks.config import register_configs
-    register_configs()
-    with initialize_config_dir(config_dir=os.path.join(ROOT, "configs"), version_base=None):
-        return compose("config", overrides=[
-            f"data_dir={data_dir}", f"results_dir={tmp_path}/results", "engine.device=cpu",
-            "cpu.enabled=false", "sampling.n=3", "sampling.max_tokens=64", "use_tqdm=false",
-            "scoring.workers=2", *overrides])
+            "peak_running", "mean_running", "interrupted_segments", "throughput_lower_bound"}
 
 
 def samples(run_dir):
-    with open(os.path.join(run_dir, "samples.jsonl")) as f:
-        return {(r["problem_id"], r["sample_index"]): r for r in map(json.loads, f)}
+    return read_rows(run_dir)
 
 
 def test_resume_after_crash_equals_uninterrupted_run(tmp_path, data_dir, engine):
@@ -90,11 +54,13 @@ def test_summary_has_required_keys_and_failed_problem_is_recorded(tmp_path, data
     b = s["baseline"]
     assert b["output_tokens_per_s"] and b["pass@1"] is not None
     assert b["speedup"] == pytest.approx(s["output_tokens_per_s"] / b["output_tokens_per_s"])
-    rows = samples(tmp_path / "run")
-    assert rows[("p99", 0)]["error"] == "prompt too long" and rows[("p99", 0)]["correct"] is False
-    for r in rows.values():
-        assert {"problem_id", "sample_index", "prompt_tokens", "completion", "completion_tokens",
-                "finish_reason", "correct", "extracted_answer"} <= r.keys()
+    rows, scores = samples(tmp_path / "run"), read_rows(tmp_path / "run", "scores.jsonl")
+    assert rows[("p99", 0)]["error"] == "prompt too long" and scores[("p99", 0)]["correct"] is False
+    assert rows.keys() == scores.keys()
+    for k, r in rows.items():
+        assert {"problem_id", "sample_index", "prompt_tokens", "prompt_hash", "completion",
+                "completion_tokens", "finish_reason"} <= r.keys()
+        assert {"correct", "extracted_answer", "line"} <= scores[k].keys()
     assert os.path.exists(tmp_path / "run" / "config.yaml")
     on_disk = json.load(open(tmp_path / "run" / "summary.json"))
     assert on_disk["pass@1"] == s["pass@1"]
@@ -126,7 +92,7 @@ def test_cpu_clamps_are_applied_and_reported(tmp_path, data_dir, engine):
 
 def test_a_different_run_in_the_same_folder_is_refused(tmp_path, data_dir, engine):
     runner.evaluate(config(tmp_path, data_dir, "engine=fullkv"), str(tmp_path / "x"))
-    with pytest.raises(runner.ConfigError, match="holds a different run"):
+    with pytest.raises(runner.ConfigError, match="holds samples of a different run"):
         runner.evaluate(config(tmp_path, data_dir, "engine=fullkv", "seed=3"), str(tmp_path / "x"))
 
 

@@ -1,0 +1,122 @@
+"""What determines a run's samples, and how a rerun proves it continues the same run.
+
+A run's identity has five parts, stored in run.json; a rerun that would append to the
+folder must match every part it can compute, or it is refused (nothing is mixed):
+
+    settings      engine, sampling, model, task config and seed after CPU clamps, minus the
+                  engine settings that only schedule work (SCHEDULING_ONLY); every other
+                  engine setting counts, so a new one (kv_cache_dtype) joins by itself
+    task_version  the task's `version` (bumped when its prompt or row handling changes)
+    problems      the chat messages of every problem used (data rows and instruction)
+    prompts       the prompt token ids (chat template, system prompt, tokenizer)
+    tokenizer     the tokenizer's vocabulary and chat template (it also decodes the outputs)
+
+The first three are known before the model loads; the last two once the engine is up, so
+they are checked whenever samples are generated. Every sample row also carries the hash of
+its own prompt (`prompt_hash`).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any
+
+from omegaconf import OmegaConf
+
+# Engine settings that only decide how work is scheduled or how memory is sized: changing
+# one resumes the same run. (Batched float arithmetic may still differ in the last bits.)
+SCHEDULING_ONLY = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
+                   "kv_cache_tokens", "enforce_eager", "async_scheduling", "device")
+WHAT = {"settings": "the engine/sampling/model/task settings",
+        "task_version": "the task version (its prompt or row handling changed in the code)",
+        "problems": "the problems' text (the data file, or the instruction)",
+        "prompts": "the prompt token ids (chat template, system prompt or tokenizer)",
+        "tokenizer": "the tokenizer (vocabulary or chat template)"}
+
+
+def digest(obj: Any, n: int = 16) -> str:
+    plain = OmegaConf.to_container(obj, resolve=True) if OmegaConf.is_config(obj) else obj
+    return hashlib.sha256(json.dumps(plain, sort_keys=True, default=str).encode()).hexdigest()[:n]
+
+
+def settings(eff, device: str) -> dict:
+    """The config values that change the samples (post-clamp `eff`, resolved device)."""
+    engine = OmegaConf.to_container(eff.engine, resolve=True)
+    extra = engine.pop("extra")
+    engine = {k: v for k, v in {**engine, **extra}.items() if k not in SCHEDULING_ONLY}
+    return {"engine": engine, "sampling": OmegaConf.to_container(eff.sampling, resolve=True),
+            "model": OmegaConf.to_container(eff.model, resolve=True),
+            "task": OmegaConf.to_container(eff.task, resolve=True), "seed": eff.seed,
+            "device": device}
+
+
+def run_name(eff, device: str) -> str:
+    """<task>/<model>/<engine>[-b<budget>]-n<n>-len<max_tokens>[-lim<limit>]-s<seed>-<hash>,
+    from the values that ran (CPU clamps applied); the same command maps to the same folder."""
+    e, s = eff.engine, eff.sampling
+    b = f"-b{e.budget}" if e.budget is not None else ""
+    lim = f"-lim{eff.task.limit}" if eff.task.limit is not None else ""
+    return (f"{eff.task.name}/{eff.model.name}/{e.name}{b}-n{s.n}-len{s.max_tokens}{lim}"
+            f"-s{eff.seed}-{digest(settings(eff, device), 8)}")
+
+
+def problems_digest(task, problems) -> str:
+    return digest([[p.id, task.messages(p)] for p in problems])
+
+
+def prompt_hash(ids: list[int]) -> str:
+    return hashlib.sha256(json.dumps(list(ids)).encode()).hexdigest()[:16]
+
+
+def tokenizer_digest(tok) -> str:
+    vocab = tok.get_vocab() if callable(getattr(tok, "get_vocab", None)) else None
+    return digest({"class": type(tok).__name__, "vocab": sorted(vocab.items()) if vocab else None,
+                   "chat_template": getattr(tok, "chat_template", None),
+                   "special": str(getattr(tok, "all_special_tokens", None))})
+
+
+def identity(eff, device: str, task, problems) -> dict:
+    """The parts known before the model loads (`prompts`/`tokenizer` are added later)."""
+    return {"settings": digest(settings(eff, device)), "task_version": task.version,
+            "problems": problems_digest(task, problems), "prompts": None, "tokenizer": None}
+
+
+def with_prompts(ident: dict, tokenizer, prompts: list[list[int]]) -> dict:
+    return {**ident, "prompts": digest([prompt_hash(p) for p in prompts]),
+            "tokenizer": tokenizer_digest(tokenizer)}
+
+
+def differences(old: dict, new: dict) -> list[str]:
+    """The parts two identities both know and disagree on, described for a person."""
+    return [f"{WHAT[k]} ({old[k]} -> {new[k]})" for k in WHAT
+            if old.get(k) is not None and new.get(k) is not None and old[k] != new[k]]
+
+
+# Parts of the identity a Full-KV baseline must share with the run it is compared with.
+SHARED_WITH_BASELINE = ("task_version", "problems", "prompts", "tokenizer")
+
+
+def _shared(meta: dict | None) -> dict:
+    found = (meta or {}).get("identity") or {}
+    return {k: found.get(k) for k in SHARED_WITH_BASELINE}
+
+
+def baseline_mismatch(run_meta: dict | None, base_meta: dict | None) -> list[str]:
+    """What a baseline and the run compared with it do not share (parts both recorded)."""
+    return differences(_shared(base_meta), _shared(run_meta))
+
+
+def refusal(folder: str, changed: list[str], what: str = "samples") -> str:
+    return (f"{folder} holds {what} of a different run; since they were generated, "
+            f"{'; '.join(changed)} changed. Nothing was written. To start fresh, delete the "
+            f"folder (rm -r {folder}) or pick another one (run_dir=...); to continue it, "
+            f"restore what changed.")
+
+
+def read_meta(folder: str) -> dict | None:
+    path = os.path.join(folder, "run.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)

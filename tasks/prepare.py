@@ -1,0 +1,151 @@
+"""From a composed config to what will run: validation (before any folder or model), the
+data directory, CPU clamps, the bound task and its problems."""
+from __future__ import annotations
+
+import copy
+import os
+
+from omegaconf import OmegaConf
+
+from tasks.base import DataError, HFSource, get_task
+from tasks.config import unknown_keys
+
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+UNSET_CLAMPS = ("task.limit", "engine.max_model_len")  # null means "all", so it is clamped too
+
+
+class ConfigError(ValueError):
+    """A bad configuration, reported before any model is loaded or folder is created."""
+
+
+def resolve_data_dir(value: str | None, root: str = PROJECT_ROOT) -> str | None:
+    """An absolute data directory. A relative one is taken from the current directory if it
+    exists there, else from the project root (so the README's ../shared/datasets works
+    from any directory)."""
+    if value is None:
+        return None
+    if os.path.isabs(value):
+        if not os.path.isdir(value):
+            raise ConfigError(f"data_dir={value} is not a directory")
+        return value
+    tried = [os.path.abspath(value), os.path.normpath(os.path.join(root, value))]
+    for path in tried:
+        if os.path.isdir(path):
+            return path
+    raise ConfigError(f"data_dir={value} is not a directory (looked in {tried[0]} and, from "
+                      f"the project root, {tried[1]})")
+
+
+def task_from_config(cfg):
+    options = dict(OmegaConf.to_container(cfg.task.options, resolve=True))
+    task = get_task(cfg.task.name)
+    # Harness-wide switches reach the tasks that declare them, unless task.options sets them.
+    for key, value in (("penalize_truncated", cfg.scoring.penalize_truncated),
+                       ("thinking", cfg.model.thinking)):
+        if hasattr(task.options, key):
+            options.setdefault(key, value)
+    return task.bind(options)
+
+
+def hf_source(cfg, task) -> HFSource:
+    over = {k: v for k, v in OmegaConf.to_container(cfg.task.hf, resolve=True).items()
+            if v is not None}
+    return HFSource(**{**task.hf.__dict__, **over})
+
+
+def load_problems(cfg, task):
+    return task.load(cfg.data_dir, cfg.task.limit, data_file=cfg.task.data_file,
+                     hf=hf_source(cfg, task))
+
+
+def validate(cfg) -> None:
+    """Every check that needs neither the model nor a run folder."""
+    bad = unknown_keys(cfg)
+    if bad:
+        raise ConfigError(f"unknown key(s) {', '.join(bad)} (see tasks/config.py)")
+    e, s, b = cfg.engine, cfg.sampling, cfg.baseline
+    bs = e.block_size
+    if bs <= 0 or bs & (bs - 1):
+        raise ConfigError(f"engine.block_size={bs} must be a power of two")
+    if e.budget is not None and (e.budget <= 0 or e.budget % bs):
+        raise ConfigError(f"budget={e.budget} must be a positive multiple of engine.block_size={bs}")
+    if e.name.startswith("zipage") and e.budget is None:
+        raise ConfigError(f"engine={e.name} needs a budget (use engine=fullkv for Full KV)")
+    for key, ok in [("sampling.n", s.n >= 1), ("sampling.max_tokens", s.max_tokens >= 1),
+                    ("sampling.temperature", s.temperature >= 0),
+                    ("sampling.top_p", 0 < s.top_p <= 1),
+                    ("task.limit", cfg.task.limit is None or cfg.task.limit >= 1),
+                    ("seed", cfg.seed >= 0), ("baseline.retime_problems", b.retime_problems >= 1)]:
+        if not ok:
+            raise ConfigError(f"{key}={OmegaConf.select(cfg, key)} is out of range")
+    if (b.only or b.retime) and e.budget is None:
+        flag = "baseline.only" if b.only else "baseline.retime"
+        raise ConfigError(f"{flag}=true needs a budget run (the Full-KV baseline of a "
+                          f"compressed run); engine=fullkv is its own baseline")
+    if b.only and b.retime:
+        raise ConfigError("baseline.retime=true times this run against its baseline; "
+                          "baseline.only=true does not run it")
+    if cfg.model.path is not None and not os.path.exists(cfg.model.path):
+        raise ConfigError(f"model.path={cfg.model.path} does not exist")
+    resolve_data_dir(cfg.data_dir)
+    if cfg.data_dir is None and cfg.task.hf.revision is None:  # fail before loading torch
+        raise DataError(f"task {cfg.task.name}: pass data_dir=... (or ZIPAGE_DATA_DIR), or pin "
+                        f"task.hf.revision to load the Hugging Face copy")
+    try:
+        task_from_config(cfg)
+    except KeyError as err:
+        raise ConfigError(str(err.args[0])) from None
+
+
+def engine_kwargs(e) -> dict:
+    d = OmegaConf.to_container(e, resolve=True)
+    d.pop("name")
+    extra = d.pop("extra")
+    kw = {k: v for k, v in d.items() if v is not None and v != {}}
+    kw["budget"] = d["budget"]  # None is meaningful: Full KV
+    return {**kw, **extra}
+
+
+def check_engine_kwargs(model_id: str, kwargs: dict) -> None:
+    """The engine's own option check (unknown or invalid options), before any folder."""
+    try:
+        from zipage.config import EngineConfig
+    except ImportError:
+        return
+    try:
+        EngineConfig.from_kwargs(model_id, **kwargs)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"engine: {err}") from None
+
+
+def resolved_device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def effective_config(cfg, cpu: bool):
+    """Resolved copy with the data directory made absolute and CPU clamps applied;
+    returns (config, notes)."""
+    eff = copy.deepcopy(cfg)
+    OmegaConf.resolve(eff)
+    eff.data_dir = resolve_data_dir(eff.data_dir)
+    notes = []
+    if cpu and eff.cpu.enabled:
+        def clamp(key, limit, value):
+            if value is not None and limit < value or value is None and key in UNSET_CLAMPS:
+                OmegaConf.update(eff, key, limit)
+                notes.append(f"CPU run: {key} {value} -> {limit} (cpu.enabled=false keeps it)")
+        c = eff.cpu
+        clamp("engine.block_size", c.block_size, eff.engine.block_size)
+        clamp("sampling.max_tokens", c.max_tokens, eff.sampling.max_tokens)
+        clamp("sampling.n", c.n, eff.sampling.n)
+        clamp("task.limit", c.limit, eff.task.limit)
+        clamp("engine.max_model_len", c.max_model_len, eff.engine.max_model_len)
+        if eff.engine.budget is not None:
+            b = max(c.block_size, min(eff.engine.budget, c.budget) // eff.engine.block_size
+                    * eff.engine.block_size)
+            clamp("engine.budget", b, eff.engine.budget)
+            eff.budget = eff.engine.budget
+    return eff, notes
