@@ -16,7 +16,6 @@ Usage:
 """
 import argparse
 import gc
-import json
 import os
 import random
 import sys
@@ -26,11 +25,11 @@ from types import SimpleNamespace
 
 import torch
 
-from scripts import agreement_stats as ast
+from scripts import agreement_report as ar
 from scripts import fidelity_engine as fe
 from scripts import fidelity_methods as fm
 from scripts.bench_common import environment
-from scripts.fidelity_cells import CellStore, invocation, write_atomic
+from scripts.fidelity_cells import CellStore, invocation
 from tasks.base import get_task
 from tasks.generate import build_prompt_ids, problem_seed
 from zipage import LLM, SamplingParams
@@ -56,14 +55,19 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--budgets", type=int, nargs="+", default=[128, 256])
     ap.add_argument("--block-size", type=int, default=16)
     ap.add_argument("--window", type=int, default=16, help="observation window W")
-    ap.add_argument("--sinks", type=int, default=4, help="sink tokens of the recent-window baseline")
+    ap.add_argument("--sinks", type=int, default=4,
+                    help="sink tokens of the recent-window baseline")
     ap.add_argument("--methods", nargs="*", type=_method, default=[fm.DEFAULT, "paper", "recent"])
     ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default=str(ROOT / "results/agreement_gsm8k_greedy"))
     ap.add_argument("--cells-dir", default=None)
-    ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--report-only", action="store_true",
+                    help="grade and tabulate the finished cells; generate nothing")
+    ap.add_argument("--no-grade", action="store_true",
+                    help="generate only (e.g. on a GPU machine without math-verify); grade "
+                         "later with --report-only (same flags)")
 
 
 def load_problems(args):
@@ -75,7 +79,7 @@ def load_problems(args):
 
 
 def run_cell(args, task, problems, prompts, budget, options, device) -> dict:
-    """Generate every (problem, sample) with one engine, grade, return the cell payload."""
+    """Generate every (problem, sample) with one engine; the cell payload (ungraded)."""
     n, b = args.samples, args.block_size
     longest = max(len(p) for p in prompts)
     per_req = (longest + args.max_tokens if budget is None else max(longest, budget)) + 2 * b
@@ -97,17 +101,15 @@ def run_cell(args, task, problems, prompts, budget, options, device) -> dict:
         rows += [dict(problem_id=p.id, sample_index=c.index, completion=c.text,
                       completion_tokens=len(c.token_ids), finish_reason=c.finish_reason,
                       num_compressions=c.metrics["num_compressions"]) for c in o.outputs]
-    verdicts = task.score(rows, {p.id: p for p in problems}, workers=1)
-    for r, v in zip(rows, verdicts):
+    return dict(rows=rows, stats=stats, seconds=time.perf_counter() - t0,
+                environment=environment(torch.device(device)))
+
+
+def grade(task, problems, cell) -> None:
+    """Add the harness's verdict (extracted answer, correct) to every row of the cell."""
+    verdicts = task.score(cell["rows"], {p.id: p for p in problems}, workers=1)
+    for r, v in zip(cell["rows"], verdicts):
         r.update(answer=v["extracted_answer"], correct=v["correct"], truncated=v["truncated"])
-    return dict(rows=rows, stats=stats, seconds=time.perf_counter() - t0)
-
-
-def answers(cell) -> dict:
-    out: dict = {}
-    for r in sorted(cell["rows"], key=lambda r: r["sample_index"]):
-        out.setdefault(r["problem_id"], []).append(r["answer"])
-    return out
 
 
 def main(args) -> int:
@@ -140,91 +142,19 @@ def main(args) -> int:
                 args, task, problems, prompts, B, opts, device))
         if cell is None:
             continue
+        if not args.no_grade and any("answer" not in r for r in cell["rows"]):
+            grade(task, problems, cell)
+            store.save(cell_name, **cell)
         cells[m, B] = cell
-        if new:
+        if new and not args.no_grade:
             toks = [r["completion_tokens"] for r in cell["rows"]]
             print(f"{cell_name}: {cell['seconds']:.0f} s, mean {sum(toks) / len(toks):.0f} tokens",
                   flush=True)
-            write_report(args, command, device, problems, cells)
-    if ("full", None) in cells:
-        write_report(args, command, device, problems, cells)
+            ar.write(args, command, device, problems, cells)
+    if ("full", None) in cells and not args.no_grade:
+        ar.write(args, command, device, problems, cells)
         print(f"wrote {args.out}.md and {args.out}.json", flush=True)
     return 0
-
-
-def cell_summary(cell, full_answers, scored) -> dict:
-    rows = [r for r in cell["rows"] if r["problem_id"] in scored]
-    return dict(agreement=ast.agreement(full_answers, answers(cell), scored),
-                tokens=ast.fraction([r["completion_tokens"] for r in rows]),
-                truncated=ast.fraction([r["finish_reason"] == "length" for r in rows]),
-                accuracy=ast.fraction([r["correct"] for r in rows]),
-                compressions=ast.fraction([r["num_compressions"] for r in rows]))
-
-
-def _fmt(d, pct=False, digits=3) -> str:
-    if pct:
-        return f"{100 * d['mean']:.1f} ± {100 * d['se']:.1f}%"
-    return f"{d['mean']:.{digits}f} ± {d['se']:.{digits}f}"
-
-
-def write_report(args, command, device, problems, cells) -> None:
-    full = cells.get(("full", None))
-    if full is None:
-        return
-    full_answers = answers(full)
-    scored = [p.id for p in problems if ast.majority(full_answers[p.id]) is not None]
-    summ = {k: cell_summary(c, full_answers, scored) for k, c in cells.items()}
-    greedy = args.samples == 1
-    agree_word = "answer agreement" if greedy else "majority-answer agreement"
-    env = environment(torch.device(device))
-    cell_s = sum(c.get("seconds", 0) for c in cells.values())
-    md = [f"# End-to-end answer agreement with Full KV ({args.task}, {args.model})", "",
-          "Command (from the repository root):", "", f"```\n{command}\n```", "",
-          f"Machine: {device}, {env['platform']}, {env['cpu_count']} CPU cores (shared), torch "
-          f"{env['torch']}; commit {env['zipage_commit']}. Compute in the cells: "
-          f"{cell_s / 3600:.2f} h.", "",
-          f"Problems: {len(problems)} {args.task} problems (shuffle seed {args.seed}), the "
-          f"harness's prompt; {'greedy' if greedy else f'temperature {args.temperature}, {args.samples} seeded samples each'}"
-          f", max {args.max_tokens} new tokens; block size {args.block_size}, window "
-          f"{args.window}. Answers: the harness's extraction (math-verify; boxed first, else "
-          f"the last expression). **Scored: {len(scored)} of {len(problems)} problems** "
-          f"(Full KV's {'answer' if greedy else 'majority answer'} exists).", "",
-          f"Cells: {agree_word} with Full KV (± SE over problems)"
-          + ("" if greedy else "; per-sample agreement with Full KV's majority; answer-"
-             "distribution overlap (1 - total variation)") + "; mean generated tokens; "
-          "truncated at max tokens; accuracy against the gold answer; compressions per sample.",
-          "", "| method | budget | " + agree_word + (" | per sample | overlap" if not greedy else "")
-          + " | tokens | truncated | accuracy | compressions |",
-          "|---|---|---|" + ("---|---|" if not greedy else "") + "---|---|---|---|"]
-    order = [("full", None)] + [(m, B) for B in args.budgets for m in args.methods]
-    for k in order:
-        if k not in summ:
-            continue
-        s, (m, B) = summ[k], k
-        name = "Full KV" if m == "full" else fm.label(m)
-        agr = s["agreement"]
-        md.append(f"| {name} | {B or '-'} | {_fmt(agr['majority'], True)} | "
-                  + ("" if greedy else f"{_fmt(agr['per_sample'], True)} | "
-                     f"{_fmt(agr['overlap'], True)} | ")
-                  + f"{s['tokens']['mean']:.0f} ± {s['tokens']['se']:.0f} | "
-                  f"{_fmt(s['truncated'], True)} | {_fmt(s['accuracy'], True)} | "
-                  f"{s['compressions']['mean']:.1f} |")
-    checks = []
-    for B in args.budgets:
-        a, r = summ.get((fm.DEFAULT, B)), summ.get(("recent", B))
-        if a and r:
-            d = ast.paired_difference(a["agreement"]["flags"], r["agreement"]["flags"])
-            checks.append(dict(budget=B, paired=d, ok=d["mean"] >= 0))
-    md += ["", "## Issue 13 check: default agreement >= recent window at every budget: "
-           f"**{'PASS' if checks and all(c['ok'] for c in checks) and len(checks) == len(args.budgets) else 'FAIL' if any(not c['ok'] for c in checks) else 'INCOMPLETE'}**", ""]
-    md += [f"* budget {c['budget']}: default − recent {_fmt(c['paired'], True)} (paired over "
-           f"{c['paired']['n']} problems): **{'ok' if c['ok'] else 'NOT MET'}**" for c in checks]
-    js = dict(command=command, args=vars(args), environment=env, cell_seconds=cell_s,
-              scored_problems=scored, checks=checks,
-              summaries={f"{m}@{B}": s for (m, B), s in summ.items()},
-              stats={f"{m}@{B}": c["stats"] for (m, B), c in cells.items()})
-    write_atomic(args.out + ".json", json.dumps(js, indent=1))
-    write_atomic(args.out + ".md", "\n".join(md) + "\n")
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ from scripts import fidelity_methods as fm
 from scripts import fidelity_report as fr
 from scripts import fidelity_texts as ft
 from scripts.bench_common import environment
-from scripts.fidelity_cells import CellStore, invocation, write_atomic
+from scripts.fidelity_cells import CellStore, invocation
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_METHODS = [fm.DEFAULT, "paper", "attn", "attn_global", "recent", "random"]
@@ -53,7 +53,8 @@ def _method(name: str) -> str:
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--model", default="smollm2-135m", help="model name or .gguf path")
-    ap.add_argument("--dataset", default=None, help="JSONL (default: $ZIPAGE_DATA_DIR/math500.jsonl)")
+    ap.add_argument("--dataset", default=None,
+                    help="JSONL (default: $ZIPAGE_DATA_DIR/math500.jsonl)")
     ap.add_argument("--text-source", choices=["solutions", "generated"], default="solutions",
                     help="solutions: MATH-500's human solutions; generated: the model's own "
                          "sampled solutions to the same problems (its reasoning style)")
@@ -67,7 +68,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--budgets", type=int, nargs="+", default=[1024, 2048])
     ap.add_argument("--block-size", type=int, default=256)
     ap.add_argument("--window", type=int, default=16, help="observation window W")
-    ap.add_argument("--sinks", type=int, default=4, help="sink tokens of the recent-window baseline")
+    ap.add_argument("--sinks", type=int, default=4,
+                    help="sink tokens of the recent-window baseline")
     ap.add_argument("--methods", nargs="*", type=_method, default=DEFAULT_METHODS,
                     help=f"any of {', '.join(fm.NAMES)}, or {fm.WEIGHT_PREFIX}<w> (full score "
                          "with redundancy weight w); none: only the texts and Full KV")
@@ -167,9 +169,11 @@ def main(args) -> int:
             recs, stats = fe.run_engine(args.model, texts, p_full, None, b,
                                         dict(observation_window=args.window), device, args.dtype)
         return dict(prompt_tokens=p_full, records=recs, stats=stats,
-                    seconds=time.perf_counter() - t0)
+                    seconds=time.perf_counter() - t0, environment=environment(
+                        torch.device("cpu" if args.reference == "transformers" else device)))
 
-    full = store.load("full", full_key) if args.report_only else store.get_or_run("full", full_key, run_full)[0]
+    full = (store.load("full", full_key) if args.report_only
+            else store.get_or_run("full", full_key, run_full)[0])
     if full is None:
         raise SystemExit(f"--report-only: no Full-KV cell in {store.root}")
 
@@ -187,7 +191,8 @@ def main(args) -> int:
                 t0 = time.perf_counter()
                 recs, stats = fe.run_engine(args.model, sub, P, B, b, opts, device, args.dtype)
                 return dict(method=m, budget=B, prompt_tokens=P, records=recs, stats=stats,
-                            seconds=time.perf_counter() - t0)
+                            seconds=time.perf_counter() - t0,
+                            environment=environment(torch.device(device)))
 
             if args.report_only:
                 cell, new = store.load(f"{m}@{B}", key), False
@@ -201,58 +206,10 @@ def main(args) -> int:
                 print(f"{m}@{B}: delta NLL {s['delta_nll']:+.4f} +- {s['delta_nll_se']:.4f}, "
                       f"argmax agreement {100 * s['argmax_agreement']:.1f}%, compressions "
                       f"{s['num_compressions']}; {cell['seconds']:.0f} s", flush=True)
-                write_report(args, command, device, texts_cell, full, runs, t_start)
-    write_report(args, command, device, texts_cell, full, runs, t_start)
+                fr.write(args, command, device, texts_cell, full, runs, t_start)
+    fr.write(args, command, device, texts_cell, full, runs, t_start)
     print(f"wrote {args.out}.md and {args.out}.json", flush=True)
     return 0
-
-
-def write_report(args, command, device, texts_cell, full, runs, t_start) -> None:
-    b, p_full, texts = args.block_size, full["prompt_tokens"], texts_cell["texts"]
-    summ = fr.summaries(runs, full, p_full, b)
-    pairs = fr.paired_vs_default(runs, b)
-    checks = fr.acceptance(pairs, args.budgets)
-    cell_s = full.get("seconds", 0) + sum(c.get("seconds", 0) for c in runs.values())
-    env = environment(torch.device(device))
-    source = ("human solutions" if args.text_source == "solutions" else
-              "SmolLM2's own solutions (chat template, the paper's instruction, T 0.6, Full KV, "
-              "up to 512 tokens each)")
-    md = [f"# Compression fidelity, block size {b} (teacher forcing, {args.model})", "",
-          "Command (from the repository root):", "", f"```\n{command}\n```", "",
-          f"Machine: {device}, {env['platform']}, {env['cpu_count']} CPU cores (shared), torch "
-          f"{env['torch']}, {args.threads} thread(s); commit {env['zipage_commit']}. Compute in "
-          f"the cells: {cell_s / 3600:.2f} h (Full KV {full.get('seconds', 0) / 60:.1f} min).", "",
-          f"Texts: {len(texts)} texts of {len(texts[0])} tokens, concatenated MATH-500 problems + "
-          f"{source} (records shuffled with seed {args.seed}"
-          + (f"; records of {', '.join(args.exclude_sources)} excluded" if args.exclude_sources
-             else "") + f"). A run at budget B takes the first B tokens as its prompt and forces "
-          f"the rest; it compresses every {b} tokens from B + {b} on. Scored: text positions "
-          f">= B + {b}. Observation window {args.window}; the recent baseline keeps "
-          f"{args.sinks} sinks. Full KV reference: {args.reference}.", "",
-          "Cells: NLL increase over Full KV on the same tokens (mean ± per-token standard "
-          "error) / argmax agreement with Full KV. Lower is better. 'mean Δ': mean over budgets "
-          "(the weight-sweep rule).", ""]
-    md += fr.main_table(args.methods, args.budgets, summ)
-    md += ["", "Paired per-token NLL difference, default score minus each method on the same "
-           "tokens (negative: the default predicts the text better):", ""]
-    md += fr.paired_table(args.methods, args.budgets, pairs)
-    md += ["", f"## Issue 13 checks: **{fr.verdict(checks)}**", ""] + fr.check_lines(checks)
-    md += ["", "Compressions per text: " + "; ".join(
-        f"{m}@{B} {s['num_compressions'][0]}" for (m, B), s in summ.items() if m == fm.DEFAULT),
-        "", "## Methods", ""]
-    md += [f"* {fm.label(m)} (`{m}`): " + (", ".join(f"{k}={v!r}" for k, v in
-                                                    fm.options(m, args.sinks).items()) or "defaults")
-           for m in args.methods]
-    js = dict(command=command, args=vars(args), environment=env,
-              text_sources=texts_cell["sources"], cell_seconds=cell_s,
-              wall_seconds_this_process=time.perf_counter() - t_start,
-              full=dict(stats=full["stats"], seconds=full.get("seconds")),
-              verdict=fr.verdict(checks), acceptance=checks,
-              summaries={f"{m}@{B}": s for (m, B), s in summ.items()},
-              paired_vs_default={f"{m}@{B}": p for (m, B), p in pairs.items()},
-              stats={f"{m}@{B}": c["stats"] for (m, B), c in runs.items()})
-    write_atomic(args.out + ".json", json.dumps(js, indent=1))
-    write_atomic(args.out + ".md", "\n".join(md) + "\n")
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ class CellStore:
         """Write the cell atomically (a crash leaves the old file or none, never half a file)."""
         self.root.mkdir(parents=True, exist_ok=True)
         cell = dict(key=key, **payload)
-        tmp = self.path(name).with_suffix(".tmp")
+        tmp = self.path(name).with_suffix(f".{os.getpid()}.tmp")
         with open(tmp, "w") as f:
             json.dump(cell, f)
             f.flush()
@@ -69,7 +69,7 @@ def invocation() -> str:
 
 def write_atomic(path: str, text: str) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    tmp = f"{path}.tmp"
+    tmp = f"{path}.{os.getpid()}.tmp"  # parallel writers never share one
     with open(tmp, "w") as f:
         f.write(text)
     os.replace(tmp, path)
