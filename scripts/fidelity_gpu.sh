@@ -31,10 +31,11 @@ SOL="--num-texts 12 --seed 2 --exclude-sources $DEV"     # the CPU table's 4 tex
 GEN="--text-source generated --num-texts 12 --seed 3"
 TUNE="--num-texts 8 --seed 1 --exclude-sources $DEV results/fidelity_b256_solutions_h200.json"
 TABLE="default paper attn attn_global recent random"
-SWEEP="rw=0 rw=0.1 default rw=0.35 rw=0.5 rw=0.65 paper attn"
+WEIGHTS="rw=0 rw=0.1 rw=0.35 rw=0.5 rw=0.65"  # every weight the sweep may pick, on test texts too
+SWEEP="rw=0 rw=0.1 default rw=0.35 rw=0.5 rw=0.65 paper attn recent"
 GSM="--task gsm8k --num-problems 100 --block-size 16 --budgets 128 256 512 --max-tokens 1024"
 MATH="--task math500 --num-problems 100 --block-size 16 --budgets 128 256 512 --max-tokens 1024"
-AGREE="default paper attn recent random"
+AGREE="default paper attn rw=0 recent random"
 
 bg() {  # name command...: run in the background, log and exit status in $LOG
   local name=$1; shift
@@ -61,23 +62,23 @@ for s in $stages; do
       bg gen.full $F $S256 $GEN --methods --out results/fidelity_b256_generated_h200
       wait
       bg tune.full $F $S256 $TUNE --methods --out results/fidelity_b256_tuning_h200
-      groups b256sol "$(fid "$S256 $SOL" b256_solutions)" $TABLE rw=0.35 rw=0.5
-      groups b256gen "$(fid "$S256 $GEN" b256_generated)" $TABLE
+      groups b256sol "$(fid "$S256 $SOL" b256_solutions)" $TABLE $WEIGHTS
+      groups b256gen "$(fid "$S256 $GEN" b256_generated)" $TABLE $WEIGHTS
       wait
       groups b256tune "$(fid "$S256 $TUNE" b256_tuning)" $SWEEP
       wait
-      report "$(fid "$S256 $SOL" b256_solutions)" "$TABLE rw=0.35 rw=0.5"
-      report "$(fid "$S256 $GEN" b256_generated)" "$TABLE"
+      report "$(fid "$S256 $SOL" b256_solutions)" "$TABLE $WEIGHTS"
+      report "$(fid "$S256 $GEN" b256_generated)" "$TABLE $WEIGHTS"
       report "$(fid "$S256 $TUNE" b256_tuning)" "$SWEEP" ;;
     b64)
       bg sol64.full $F $S64 $SOL --methods --out results/fidelity_b64_solutions_h200
       bg gen64.full $F $S64 $GEN --methods --out results/fidelity_b64_generated_h200
       wait
-      groups b64sol "$(fid "$S64 $SOL" b64_solutions)" $TABLE
-      groups b64gen "$(fid "$S64 $GEN" b64_generated)" $TABLE
+      groups b64sol "$(fid "$S64 $SOL" b64_solutions)" $TABLE rw=0 rw=0.5
+      groups b64gen "$(fid "$S64 $GEN" b64_generated)" $TABLE rw=0 rw=0.5
       wait
-      report "$(fid "$S64 $SOL" b64_solutions)" "$TABLE"
-      report "$(fid "$S64 $GEN" b64_generated)" "$TABLE" ;;
+      report "$(fid "$S64 $SOL" b64_solutions)" "$TABLE rw=0 rw=0.5"
+      report "$(fid "$S64 $GEN" b64_generated)" "$TABLE rw=0 rw=0.5" ;;
     agree)
       for cfg in "gsm8k_greedy|$GSM" "math500_greedy|$MATH" \
                  "gsm8k_t06|$GSM --temperature 0.6 --samples 8"; do
