@@ -1,0 +1,77 @@
+"""Eviction methods compared by the fidelity and agreement benchmarks: name -> engine options.
+
+`default` is whatever `CompressionConfig.full_score()` gives (what `engine=zipage` runs), so
+the tables always compare the shipped default; `paper` is `CompressionConfig.paper()`.
+"""
+from zipage.compression.config import CompressionConfig
+
+DEFAULT = "default"
+WEIGHT_PREFIX = "rw="  # "rw=0.35": the full score with redundancy weight 0.35
+_SCORE_FIELDS = ("use_global_score", "use_pooling", "redundancy", "redundancy_weight")
+
+
+def _options(config: CompressionConfig) -> dict:
+    return {name: getattr(config, name) for name in _SCORE_FIELDS}
+
+
+def _full(**overrides) -> dict:
+    return _options(CompressionConfig.full_score(**overrides))
+
+
+def default_weight() -> float:
+    return CompressionConfig.full_score().redundancy_weight
+
+
+# name -> (label, options builder(sinks)); options are flat LLM keyword arguments.
+_METHODS = {
+    DEFAULT: (lambda: f"default score (global + pool + lightning, redundancy weight "
+                      f"{default_weight():g})", lambda sinks: _full()),
+    "paper": (lambda: "paper score (redundancy weight 0.8, engine=zipage_paper)",
+              lambda sinks: _options(CompressionConfig.paper())),
+    "attn": (lambda: "attention only", lambda sinks: {}),
+    "attn_global": (lambda: "attention + global score", lambda sinks: dict(use_global_score=True)),
+    "recent": (lambda: "recent window + sinks (StreamingLLM-like)",
+               lambda sinks: dict(score="recent", num_sink_tokens=sinks)),
+    "random": (lambda: "random eviction (window kept)", lambda sinks: dict(score="random")),
+    # Ablations, for investigations.
+    "full_raw": (lambda: "full score, raw redundancy", lambda sinks: _full(redundancy="raw")),
+    "full_sinks": (lambda: "full score + sink tokens",
+                   lambda sinks: dict(_full(), num_sink_tokens=sinks)),
+    "global_pool": (lambda: "global + pool (no redundancy)",
+                    lambda sinks: dict(use_global_score=True, use_pooling=True)),
+}
+# Old names (results made before the package layout) keep working.
+ALIASES = {"zipage": DEFAULT, "zipage_paper": "paper", "zipage_raw": "full_raw",
+           "zipage_sinks": "full_sinks"}
+NAMES = tuple(_METHODS)
+
+
+def canonical(name: str) -> str:
+    """The method's canonical name; ValueError (listing the valid ones) if unknown."""
+    name = ALIASES.get(name, name)
+    if name.startswith("zipage_rw="):
+        name = WEIGHT_PREFIX + name[len("zipage_rw="):]
+    if name.startswith(WEIGHT_PREFIX):
+        weight = float(name[len(WEIGHT_PREFIX):])
+        if not 0.0 <= weight <= 1.0:
+            raise ValueError(f"redundancy weight must be in [0, 1], got {weight}")
+        return f"{WEIGHT_PREFIX}{weight:g}"
+    if name not in _METHODS:
+        raise ValueError(f"unknown method {name!r}; valid: {', '.join(NAMES)} or "
+                         f"{WEIGHT_PREFIX}<weight>")
+    return name
+
+
+def label(name: str) -> str:
+    name = canonical(name)
+    if name.startswith(WEIGHT_PREFIX):
+        return f"full score, redundancy weight {name[len(WEIGHT_PREFIX):]}"
+    return _METHODS[name][0]()
+
+
+def options(name: str, sinks: int = 4) -> dict:
+    """Engine keyword arguments of method `name` (sinks: the recent baseline's sink tokens)."""
+    name = canonical(name)
+    if name.startswith(WEIGHT_PREFIX):
+        return _full(redundancy_weight=float(name[len(WEIGHT_PREFIX):]))
+    return dict(_METHODS[name][1](sinks))

@@ -1,0 +1,84 @@
+"""Finished cells survive a restart and are never mixed with other settings; the methods the
+benchmarks call "default" and "paper" are what the engine configs ship."""
+from pathlib import Path
+
+import pytest
+import yaml
+
+from scripts import fidelity_methods as fm
+from scripts.fidelity_cells import CellMismatch, CellStore
+from zipage.compression.config import CompressionConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_finished_cell_is_reused_not_rerun(tmp_path):
+    store, calls = CellStore(str(tmp_path / "cells")), []
+
+    def run():
+        calls.append(1)
+        return dict(records=[1, 2, 3])
+
+    first, new = store.get_or_run("default@1024", {"budget": 1024}, run)
+    again, new2 = CellStore(str(tmp_path / "cells")).get_or_run("default@1024", {"budget": 1024}, run)
+    assert (new, new2, len(calls)) == (True, False, 1)
+    assert again["records"] == [1, 2, 3] == first["records"]
+    assert not list((tmp_path / "cells").glob("*.tmp"))
+
+
+def test_a_cell_made_with_other_settings_is_an_error(tmp_path):
+    store = CellStore(str(tmp_path))
+    store.save("default@1024", {"budget": 1024, "options": {"redundancy_weight": 0.2}})
+    with pytest.raises(CellMismatch, match="other settings"):
+        store.get_or_run("default@1024", {"budget": 1024, "options": {"redundancy_weight": 0.8}},
+                         lambda: pytest.fail("must not run"))
+
+
+def test_a_failed_run_leaves_no_cell(tmp_path):
+    store = CellStore(str(tmp_path))
+
+    def boom():
+        raise RuntimeError("engine died")
+
+    with pytest.raises(RuntimeError):
+        store.get_or_run("recent@512", {"budget": 512}, boom)
+    assert store.load("recent@512", {"budget": 512}) is None
+
+
+def _engine_yaml(name):
+    with open(ROOT / "configs/engine" / f"{name}.yaml") as f:
+        return yaml.safe_load(f)["compression"]
+
+
+def test_default_method_is_the_engine_default_everywhere():
+    full = CompressionConfig.full_score()
+    assert fm.options(fm.DEFAULT) == {k: getattr(full, k) for k in _engine_yaml("zipage")}
+    assert fm.options("paper") == {k: getattr(CompressionConfig.paper(), k)
+                                   for k in _engine_yaml("zipage_paper")}
+    assert _engine_yaml("zipage")["redundancy_weight"] == fm.default_weight()
+    assert _engine_yaml("zipage_paper")["redundancy_weight"] == 0.8
+
+
+def test_method_names():
+    assert fm.canonical("zipage") == "default" and fm.canonical("zipage_paper") == "paper"
+    assert fm.canonical("zipage_rw=0.50") == fm.canonical("rw=0.5") == "rw=0.5"
+    assert fm.options("rw=0.35")["redundancy_weight"] == 0.35
+    assert fm.options("recent", sinks=8) == dict(score="recent", num_sink_tokens=8)
+    with pytest.raises(ValueError, match="unknown method"):
+        fm.canonical("zipagee")
+    with pytest.raises(ValueError):
+        fm.canonical("rw=1.5")
+
+
+def test_cli_contract_and_bad_method_is_a_clear_error(capsys):
+    import argparse
+
+    from scripts import agreement, fidelity
+    for module in (fidelity, agreement):
+        parser = argparse.ArgumentParser()
+        module.add_arguments(parser)
+        args = parser.parse_args(["--methods", "default", "zipage_rw=0.35"])
+        assert args.methods == ["default", "rw=0.35"]
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--methods", "nope"])
+        assert "unknown method 'nope'" in capsys.readouterr().err
