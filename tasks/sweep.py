@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
           f"results under {sweep_dir}")
     for name, jobs in (("stage 1", stage1), ("stage 2", stage2)):
         for job in jobs:
-            print(f"  [{name}] run.py {' '.join(job)}")
+            print(f"  [{name}] run.py -m {' '.join(job)}")
     if a.dry_run:
         return 0
     executor, cluster, extra = executor_for(cfg, os.path.join(sweep_dir, ".submitit", "%j"))
