@@ -29,11 +29,8 @@ def main(cfg) -> None:
     from tasks.evaluate import ConfigError, evaluate
     from tasks.report import report
 
-    hydra_cfg = HydraConfig.get()  # hydra.run.dir=... still names the folder, if given
-    given = hydra_cfg.mode == RunMode.RUN and hydra_cfg.run.dir != "."
-    explicit = hydra_cfg.run.dir if given else None
     try:
-        summary = evaluate(cfg, explicit)
+        summary = evaluate(cfg, *run_folder(HydraConfig.get()))
     except (ConfigError, DataError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
@@ -42,6 +39,18 @@ def main(cfg) -> None:
               file=sys.stderr)
         sys.exit(130)
     print(report(summary))
+
+
+def run_folder(hydra_cfg) -> tuple[str | None, str | None]:
+    """(the run folder if the command names one, else the folder runs are named under).
+    hydra.run.dir=... (or hydra.sweep.subdir=...) names it; a multirun names each job's
+    folder after what ran, under hydra.sweep.dir (results/multirun/<task>/<model>/<run>)."""
+    if hydra_cfg.mode == RunMode.MULTIRUN:
+        sub = hydra_cfg.sweep.subdir
+        if sub in (None, "", "."):
+            return None, hydra_cfg.sweep.dir
+        return os.path.join(hydra_cfg.sweep.dir, sub), None
+    return (hydra_cfg.run.dir if hydra_cfg.run.dir != "." else None), None
 
 
 def cli() -> None:

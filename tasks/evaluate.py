@@ -79,8 +79,9 @@ def retime_sample(num_problems: int, k: int) -> list[int]:
     return sorted({round(i * num_problems / k) for i in range(k)})
 
 
-def evaluate(cfg, run_dir: str | None = None) -> dict:
-    """One job. `run_dir` None: <results_dir>/<task>/<model>/<what ran> (tasks/identity.py)."""
+def evaluate(cfg, run_dir: str | None = None, runs_root: str | None = None) -> dict:
+    """One job. `run_dir` None: <runs_root>/<task>/<model>/<what ran> (tasks/identity.py);
+    `runs_root` None: results_dir (a multirun job passes its sweep folder)."""
     validate(cfg)
     task = task_from_config(cfg)
     device = resolved_device(cfg.engine.device)
@@ -89,7 +90,8 @@ def evaluate(cfg, run_dir: str | None = None) -> dict:
     check_engine_kwargs(eff.model.path or eff.model.name, engine_kwargs(eff.engine))
     for note in notes:
         print(note, flush=True)
-    run_dir = run_dir or eff.run_dir or os.path.join(eff.results_dir, ident.run_name(eff, device))
+    run_dir = run_dir or eff.run_dir or os.path.join(runs_root or eff.results_dir,
+                                                      ident.run_name(eff, device))
     run = run_spec(eff, run_dir, task, problems, device, notes)
     print(f"run folder: {run.dir}", flush=True)
     base = None

@@ -41,14 +41,24 @@ def run_spec(eff, run_dir: str, task, problems, device: str, notes: list[str]) -
     return RunSpec(eff, os.path.abspath(run_dir), meta)
 
 
-def baseline_spec(run: RunSpec, task, problems) -> RunSpec:
-    """The Full-KV run this one is compared with: compression knobs do not touch Full KV, so
+def baseline_config(eff):
+    """The Full-KV config a run is compared with: compression knobs do not touch Full KV, so
     a sweep over budgets and scoring switches shares one baseline."""
-    base = copy.deepcopy(run.cfg)
+    base = copy.deepcopy(eff)
     base.engine.name, base.engine.budget, base.engine.compression = "fullkv", None, {}
     base.budget = base.engine.observation_window = None
-    device = run.meta["device"]
-    folder = os.path.join(base.baseline.cache_dir, ident.run_name(base, device))
+    return base
+
+
+def baseline_dir(eff, device: str) -> str:
+    base = baseline_config(eff)
+    return os.path.join(base.baseline.cache_dir, ident.run_name(base, device))
+
+
+def baseline_spec(run: RunSpec, task, problems) -> RunSpec:
+    """The Full-KV run this one is compared with (`baseline_config`)."""
+    base, device = baseline_config(run.cfg), run.meta["device"]
+    folder = baseline_dir(run.cfg, device)
     spec = run_spec(base, folder, task, problems, device, run.meta["cpu_clamps"])
     run.meta["baseline_dir"] = spec.dir
     return spec

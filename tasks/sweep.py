@@ -15,6 +15,7 @@ at once. Results land where `run.py -m` puts them: `python -m tasks.tables resul
 from __future__ import annotations
 
 import argparse
+import copy
 import itertools
 import os
 import sys
@@ -22,11 +23,7 @@ import sys
 import submitit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Overrides that change a compressed run but not its Full-KV baseline (see tasks/evaluate.py):
-# jobs differing only in these share one stage-1 job.
-BASELINE_FREE = ("budget", "engine", "engine.budget", "engine.observation_window", "engine.compression")
 LAUNCHER = ("hydra/launcher", "hydra.launcher")
-RUN_DIR = "hydra.run.dir=${hydra.sweep.dir}/${hydra.sweep.subdir}"  # where run.py -m writes
 
 
 def expand(overrides: list[str]) -> list[list[str]]:
@@ -56,20 +53,47 @@ def _key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~")
 
 
+def job_device(cfg) -> str:
+    """The device the job's engine will resolve: a SLURM job gets its GPUs (launcher's
+    gpus_per_node), a local one this machine's."""
+    from tasks.prepare import resolved_device
+    if cfg.engine.device != "auto":
+        return cfg.engine.device
+    launcher = cfg.hydra.launcher
+    if str(launcher.get("_target_", "")).endswith("SlurmLauncher"):
+        return "cuda" if (launcher.get("gpus_per_node") or 0) > 0 else "cpu"
+    return resolved_device("auto")
+
+
+def job_folders(cfg) -> tuple[str, str | None]:
+    """(the job's run folder name, its Full-KV baseline folder or None), as the job itself
+    names them (tasks/evaluate.py: after the CPU clamps of its device)."""
+    from omegaconf import open_dict
+    from tasks.identity import run_name
+    from tasks.prepare import effective_config
+    from tasks.rundir import baseline_dir
+    job = copy.deepcopy(cfg)
+    with open_dict(job):
+        del job["hydra"]
+    job.data_dir = None  # not part of a folder's name; may not exist on the submitting host
+    device = job_device(cfg)
+    eff, _ = effective_config(job, device == "cpu")
+    return run_name(eff, device), baseline_dir(eff, device) if eff.engine.budget is not None else None
+
+
 def plan(overrides: list[str]) -> tuple[list[list[str]], list[list[str]]]:
-    """(stage 1, stage 2): one baseline-only job per distinct baseline, then one job per run
-    folder (engine=fullkv ignores the budget: budget=1024,2048 is one run)."""
-    stage1, stage2, shared_seen, dirs_seen = [], [], set(), set()
+    """(stage 1, stage 2): one baseline-only job per distinct Full-KV baseline, then one job
+    per run folder (engine=fullkv ignores the budget: budget=1024,2048 is one run)."""
+    stage1, stage2, bases_seen, dirs_seen = [], [], set(), set()
     for job in expand(overrides):
-        cfg = compose(job)
+        folder, base = job_folders(compose(job))
         job = [o for o in job if not _key(o).startswith(LAUNCHER)]  # the submitter's business
-        if cfg.hydra.sweep.subdir in dirs_seen:
+        if folder in dirs_seen:
             continue
-        dirs_seen.add(cfg.hydra.sweep.subdir)
+        dirs_seen.add(folder)
         stage2.append(job)
-        shared = tuple(o for o in job if not _key(o).startswith(BASELINE_FREE))
-        if cfg.engine.budget is not None and shared not in shared_seen:  # Full KV: no baseline
-            shared_seen.add(shared)
+        if base is not None and base not in bases_seen:
+            bases_seen.add(base)
             stage1.append(job + ["baseline.only=true"])
     return stage1, stage2
 
@@ -92,16 +116,20 @@ class RunApp(submitit.helpers.Checkpointable):
     """One job: the Hydra app in a subprocess. A job that reaches its time limit is requeued
     (up to hydra.launcher.max_num_timeout times) and resumes: finished samples are on disk."""
 
-    def __init__(self, argv: list[str]):
-        self.argv = argv
+    def __init__(self, argv: list[str], cwd: str):
+        self.argv, self.cwd = argv, cwd
 
     def __call__(self) -> str:
-        return submitit.helpers.CommandFunction(self.argv, cwd=ROOT, verbose=True)()
+        return submitit.helpers.CommandFunction(self.argv, cwd=self.cwd, verbose=True)()
 
 
 def submit(executor, jobs: list[list[str]], app: str) -> list:
+    """Each job is `run.py -m` with one value per key: it names its folder after what ran,
+    under hydra.sweep.dir, as a job of `run.py -m` does; relative paths mean what they mean
+    to the submitter (results_dir, data_dir)."""
     with executor.batch():
-        return [executor.submit(RunApp([sys.executable, app, RUN_DIR, *job])) for job in jobs]
+        return [executor.submit(RunApp([sys.executable, app, "-m", *job], os.getcwd()))
+                for job in jobs]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
           f"results under {sweep_dir}")
     for name, jobs in (("stage 1", stage1), ("stage 2", stage2)):
         for job in jobs:
-            print(f"  [{name}] run.py {' '.join(job)}")
+            print(f"  [{name}] run.py -m {' '.join(job)}")
     if a.dry_run:
         return 0
     executor, cluster, extra = executor_for(cfg, os.path.join(sweep_dir, ".submitit", "%j"))

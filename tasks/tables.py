@@ -46,13 +46,20 @@ def _read_run(run_dir: Path) -> dict | None:
     b = s.get("baseline") or {}
     row.update(accuracy_retained=b.get("accuracy_retained"), speedup=b.get("speedup"),
                baseline_dir=b.get("run_dir"))
-    meta = run_dir / "run.json"
-    row["key"] = json.loads(meta.read_text()).get("key") if meta.exists() else str(run_dir)
+    row["key"] = run_key(run_dir)
     config = run_dir / "config.yaml"
     if config.exists():
         flat = pd.json_normalize(OmegaConf.to_container(OmegaConf.load(config)), sep=".")
         row.update({f"config.{k}": _hashable(v) for k, v in flat.iloc[0].items()})
     return row
+
+
+def run_key(run_dir: Path) -> str:
+    """What makes two folders one run: the identity run.json records (tasks/identity.py),
+    else the folder itself."""
+    meta = run_dir / "run.json"
+    found = json.loads(meta.read_text()).get("identity") if meta.exists() else None
+    return json.dumps(found, sort_keys=True) if found else str(run_dir)
 
 
 def _hashable(v):

@@ -82,6 +82,8 @@ class LLM:
 
         If it is interrupted or fails, the engine drops every request (all KV blocks free)
         and stays usable; samples already passed to ``on_sample`` are all that is kept.
+        ``last_stats`` then describes the interrupted call (``interrupted=True``; token counts
+        include the dropped requests' work).
         """
         if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)):
             prompts = [prompts]
@@ -113,7 +115,11 @@ class LLM:
                         on_sample(request_id, completion)
                 progress.refresh()
         except BaseException:
+            # The stats still describe this call, with the dropped requests' work counted
+            # (a harness times interrupted calls too); then the engine drops them.
+            dropped = list(engine.scheduler.requests.values())
             engine.abort_all()
+            self.last_stats = self._stats(start, results, preemptions0, compressions0, dropped)
             raise
         finally:
             if progress is not None:
@@ -123,17 +129,22 @@ class LLM:
             r.outputs.sort(key=lambda c: c.index)
         return results
 
-    def _stats(self, start: float, results, preemptions0: int, compressions0: int) -> GenerateStats:
+    def _stats(self, start: float, results, preemptions0: int, compressions0: int,
+               dropped=None) -> GenerateStats:
+        """This call's stats; `dropped`: the unfinished requests of an interrupted call."""
         e, s = self.engine.stats, self.engine.scheduler
         done = [c for r in results for c in r.outputs]
+        interrupted, dropped = dropped is not None, dropped or []
         return GenerateStats(
             wall_time_s=time.perf_counter() - start,
-            num_prompt_tokens=sum(len(r.prompt_token_ids) * len(r.outputs) for r in results),
-            num_output_tokens=sum(len(c.token_ids) for c in done),
+            num_prompt_tokens=sum(len(r.prompt_token_ids) * len(r.outputs) for r in results)
+            + sum(seq.num_prompt_tokens for seq in dropped),
+            num_output_tokens=sum(len(c.token_ids) for c in done)
+            + sum(seq.num_output_tokens for seq in dropped),
             num_steps=e.num_steps, peak_running=e.peak_running,
             mean_running=e.sum_running / max(e.num_steps, 1),
             num_preemptions=s.num_preemptions - preemptions0,
             num_compressions=s.num_compressions - compressions0,
             compression_time_s=e.compression_time_s, num_kv_blocks=self.num_kv_blocks,
             max_concurrency=self.max_concurrency, schedule_time_s=e.schedule_time_s,
-            execute_time_s=e.execute_time_s)
+            execute_time_s=e.execute_time_s, interrupted=interrupted)

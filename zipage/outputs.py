@@ -51,6 +51,8 @@ class GenerateStats:
     max_concurrency: int = 0
     schedule_time_s: float = 0.0  # host time in the scheduler (incl. post-processing)
     execute_time_s: float = 0.0  # runner time: batch building, forward, sampling, compression
+    interrupted: bool = False  # the call raised (Ctrl-C, a failure): counts include the
+                               # work of the requests it dropped
 
     @property
     def output_tokens_per_s(self) -> float:

@@ -94,6 +94,42 @@ def test_a_failing_step_leaves_the_engine_empty(llm, prompts, reference, monkeyp
     assert [o.token_ids for o in llm.generate(prompts, GREEDY, use_tqdm=False)] == reference
 
 
+@pytest.mark.parametrize("how", ["interrupt", "failure"])
+def test_an_interrupted_generate_reports_the_work_it_dropped(llm, prompts, reference,
+                                                             monkeypatch, how):
+    """The harness times every generate call, an interrupted one too (tasks/generate.py):
+    `last_stats` describes the interrupted call, unfinished requests' tokens included."""
+    from tasks.generate import timed_generate
+    kept = []
+
+    def on_sample(index, completion):
+        kept.append(len(completion.token_ids))
+        if how == "interrupt" and len(kept) == 2:
+            raise Interrupt
+    if how == "failure":
+        original = llm.scheduler.schedule
+
+        def failing(*args):
+            if len(kept) == 2:
+                raise RuntimeError("device lost")
+            return original(*args)
+        monkeypatch.setattr(llm.scheduler, "schedule", failing)
+    segments, before = [], llm.last_stats
+    with pytest.raises(Interrupt if how == "interrupt" else RuntimeError):
+        timed_generate(llm, prompts, [GREEDY] * len(prompts), "job", on_sample, segments.append,
+                       use_tqdm=False)
+    monkeypatch.undo()
+    stats = llm.last_stats
+    assert stats is not before and stats.interrupted and stats.num_steps > 0
+    assert sum(kept) == 2 * 30 < stats.num_output_tokens < len(prompts) * 30  # running ones too
+    (seg,) = segments
+    assert seg["interrupted"] and seg["work_measured"]
+    assert seg["num_output_tokens"] == stats.num_output_tokens and seg["kept_samples"] == 2
+    assert_empty(llm)
+    outs = llm.generate(prompts, GREEDY, use_tqdm=False)
+    assert [o.token_ids for o in outs] == reference and not llm.last_stats.interrupted
+
+
 def test_empty_stop_strings_and_wrong_types_name_the_field():
     with pytest.raises(ValueError, match="stop contains an empty string"):
         SamplingParams(stop=["", "x"])

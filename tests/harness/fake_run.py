@@ -4,8 +4,8 @@
 
 The engine is swapped inside the job function, so it also holds in the processes a launcher
 starts (submitit pickles the job function and runs it elsewhere). Needs the repo root and
-tests/harness on PYTHONPATH. FAKE_GENERATE_S=<s> makes every generate() call take that long,
-so parallel jobs overlap.
+tests/harness on PYTHONPATH. FAKE_GENERATE_S=<s> makes every generate() call take that long
+in real time, so parallel jobs overlap; timings use the fake engine's clock, as in-process.
 """
 import os
 import time
@@ -19,8 +19,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def make_fake_engine(model_id, kwargs):
     import fake_engine
+    from tasks import generate as timing
 
     llm = fake_engine.FakeLLM(model_id, **kwargs)
+    timing.clock = llm.clock  # segments timed on the engine's clock: exact, as in-process
     generate, delay = llm.generate, float(os.environ.get("FAKE_GENERATE_S", "0"))
 
     def slow_generate(*args, **kw):

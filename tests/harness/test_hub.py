@@ -1,8 +1,9 @@
 """The hub path (no data_dir: `datasets.load_dataset` at a pinned revision) yields the same
 problems as the local JSONL copy. No hub access here, so each test builds a hub-shaped
-parquet repository from /work/shared/datasets (the hub's column names, taken from the task
-config's `task.hf.columns`; a README `configs:` block for a named subset) and points
-`task.hf.path` at it; the loading code is the one a hub run uses."""
+parquet repository from /work/shared/datasets (the hub's column names, taken from the hub
+source a run would use, the task's own (tasks/math_tasks.py) under `task.hf.*` overrides; a
+README `configs:` block for a named subset) and points the source's path at it; the loading
+code is the one a hub run uses."""
 import json
 import os
 
@@ -11,6 +12,7 @@ import pytest
 
 from conftest import ROOT
 from tasks.base import HFSource
+from tasks.prepare import hf_source
 from tasks.score import task_from_config
 
 DATA = os.environ.get("ZIPAGE_DATA_DIR", os.path.join(ROOT, "..", "shared", "datasets"))
@@ -57,12 +59,13 @@ def load_calls(tmp_path, monkeypatch):
 @pytest.mark.parametrize("name", ["amc23", "aime24", "aime25", "math500", "gsm8k"])
 def test_math_hub_path_yields_the_jsonl_problems(name, tmp_path, load_calls):
     cfg = task_config(name)
-    task, hf = task_from_config(cfg), cfg.task.hf
+    task = task_from_config(cfg)
+    hf = hf_source(cfg, task)
     local = task.load(DATA, None, data_file=cfg.task.data_file)
-    repo = hub_copy(os.path.join(DATA, f"{name}.jsonl"), tmp_path / name, hf.name, hf.split,
-                    dict(hf.columns))
+    repo = hub_copy(task.data_path(DATA, cfg.task.data_file), tmp_path / name, hf.name, hf.split,
+                    hf.columns)
     pinned = HFSource(path=repo, name=hf.name, split=hf.split, revision="0123abcd",
-                      columns=dict(hf.columns))
+                      columns=hf.columns)
     hub = task.load(None, None, hf=pinned)
     assert load_calls == [(repo, hf.name, hf.split, "0123abcd")]
     assert len(hub) == len(local) > 0
@@ -81,7 +84,7 @@ def test_livecodebench_hub_path_yields_the_jsonl_problems(tmp_path, load_calls):
     task = task_from_config(cfg)
     local = task.load(DATA, None, data_file=cfg.task.data_file)
     subset = "release_v6"  # the subset a hub run loads by default
-    repo = hub_copy(os.path.join(DATA, cfg.task.data_file), tmp_path / "lcb", subset, "test", {})
+    repo = hub_copy(task.data_path(DATA, cfg.task.data_file), tmp_path / "lcb", subset, "test", {})
     hub = task.load(None, None, hf=HFSource(path=repo, revision="0123abcd"))
     assert load_calls == [(repo, subset, "test", "0123abcd")]
     assert len(hub) == len(local) > 0

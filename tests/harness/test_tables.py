@@ -30,7 +30,8 @@ def table_rows(md: str, nth: int = 0) -> dict[str, list[str]]:
 
 def test_documented_cpu_sweep_tables_and_plots(tmp_path, data_dir):  # noqa: F811
     """README's CPU sweep: engine=fullkv,zipage budget=256,512 on a CPU. The clamps map both
-    budgets to 128, so two folders hold one Zipage run (this crashed the old plots)."""
+    budgets to 128 (one Zipage run folder, named after what ran), and the Full-KV run repeats
+    its cached baseline (one run in two folders crashed the old plots)."""
     (tmp_path / "data" / "gsm8k.jsonl").write_text(
         "".join(f'{{"id": "g{k}", "question": "q{k}: twice {k}?", "answer": "{2 * k}"}}\n'
                 for k in (1, 2, 3)))
@@ -45,7 +46,9 @@ def test_documented_cpu_sweep_tables_and_plots(tmp_path, data_dir):  # noqa: F81
     assert done.returncode == 0, done.stderr
     md = (out / "tables.md").read_text()
     assert list(table_rows(md)) == ["Full KV", "zipage b=128"]
-    assert "2 more run folder(s) repeat a run shown here" in md
+    assert "1 more run folder(s) repeat a run shown here" in md
+    folders = [p.parent.name for p in (tmp_path / "results/multirun").rglob("summary.json")]
+    assert sorted(f.split("-")[0] for f in folders) == ["fullkv", "zipage"]  # one per run
     runs = pd.read_csv(out / "runs.csv")
     assert sorted(runs["engine"]) == ["fullkv", "zipage"]
     assert "\\toprule" in (out / "tables.tex").read_text()
