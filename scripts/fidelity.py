@@ -15,6 +15,10 @@ runs once, from the smallest prompt, as the reference of every budget (teacher f
 causal); `--reference transformers` computes it with one transformers forward per text
 instead of one engine decode step per token (the same numbers to ~3e-5 nats; CPU time).
 
+`python -m scripts.fidelity decide RESULTS.json...` applies the rule that picks the default
+score (scripts/fidelity_decide.py); scripts/fidelity_gpu.py runs issue 13 in one time-boxed
+call (docs/fidelity.md).
+
 Usage (the exact command is written into the results file):
   python -m scripts.fidelity --block-size 256 --budgets 1024 2048 --num-texts 4 \\
       --text-tokens 4096 --out results/fidelity_b256_solutions

@@ -1,12 +1,12 @@
 """Run prioritised tasks in worker processes within a wall-clock budget.
 
 A task is a call `module:function(**kwargs)` that writes its own results to disk (a finished
-cell survives whatever happens later). Tasks start in priority order, as many at once as there
-are workers and as fit the memory limit; a task whose dependencies are not done waits, and one
-whose dependency failed is skipped. A task is not started when its estimated duration would
-end past the deadline (a later, shorter task may still start); at the deadline the tasks still
-running are killed (their cells are lost, nothing half-written stays: cells are written
-atomically). The estimate is `overhead_s + steps * rate`, the rate (seconds per step) of that
+cell survives whatever happens later). Tasks start in strict priority order, as many at once
+as there are workers and as fit the memory limit: while a task waits for its dependencies or
+for memory, no task of a later priority starts; one whose dependency failed is skipped. A
+task whose estimated duration would end past the deadline is dropped (a later, shorter task
+may still start); at the deadline the tasks still running are killed (their cells are lost;
+nothing half-written stays: cells are written atomically). The estimate is `overhead_s + steps * rate`, the rate (seconds per step) of that
 kind of task measured on the finished ones (1.25x, for safety), a prior before any finished.
 
 Workers are spawned processes (CUDA cannot be forked); each keeps its memoised model loading

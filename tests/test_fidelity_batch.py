@@ -83,3 +83,19 @@ def test_the_h200_plan_covers_issue_13():
         g = fb.parse(agreement, flags)
         assert g.max_tokens >= 1024 and g.block_size == 16 and g.budgets == [128, 256, 512]
         assert g.no_grade and "recent" in g.methods and "default" in g.methods
+
+
+def test_model_loading_is_memoised_once_per_process():
+    fe.cache_model_loading()  # raised AttributeError once the loader had no _checkpoint_state
+    import zipage.models.loader as zloader
+    assert zloader.checkpoint_tensors.__name__ == "tensors"  # the memoised wrapper
+    calls = []
+
+    def tensors(path, gguf):
+        calls.append(gguf)
+        yield ("w", 1)
+
+    t = fe.memoise_gguf(tensors)
+    assert list(t("p", "m.gguf")) == list(t("p", "m.gguf")) == [("w", 1)]
+    assert list(t("p", None)) == list(t("p", None)) == [("w", 1)]
+    assert calls == ["m.gguf", None, None]  # GGUF parsed once; safetensors stay lazy
