@@ -115,10 +115,10 @@ def tasks(p: Profile, results: str, priorities=(1, 2, 3)) -> list[Task]:
     fg, ag = fidelity_groups(p, results), agreement_groups(p, results)
     n1 = {"solutions": p.num_solution_texts, "generated": p.num_generated_texts,
           "tuning": p.num_tuning_texts}
-    out = [Task("texts", "scripts.fidelity_batch:build_texts", priority=0, kind="texts",
-                steps=p.solution_tokens, mem_gb=_mem_gb(p, 250 * (p.solution_tokens + 640)),
-                kwargs=dict(groups=list(fg.values()),
-                            sources_file={0: test_sources(p, results)}))]
+    out = [] if not {1, 2} & set(priorities) else [
+        Task("texts", "scripts.fidelity_batch:build_texts", priority=0, kind="texts",
+             steps=p.solution_tokens, mem_gb=_mem_gb(p, 250 * (p.solution_tokens + 640)),
+             kwargs=dict(groups=list(fg.values()), sources_file={0: test_sources(p, results)}))]
 
     def fid(name, groups, method, budget, prompt, block, prio, ntexts):
         steps = p.text_tokens - prompt

@@ -6,8 +6,9 @@ as there are workers and as fit the memory limit: while a task waits for its dep
 for memory, no task of a later priority starts; one whose dependency failed is skipped. A
 task whose estimated duration would end past the deadline is dropped (a later, shorter task
 may still start); at the deadline the tasks still running are killed (their cells are lost;
-nothing half-written stays: cells are written atomically). The estimate is `overhead_s + steps * rate`, the rate (seconds per step) of that
-kind of task measured on the finished ones (1.25x, for safety), a prior before any finished.
+nothing half-written stays: cells are written atomically). The estimate is
+`overhead_s + steps * rate`, the rate (seconds per step) of that kind of task measured on the
+finished ones (1.25x, for safety), a prior before any finished.
 
 Workers are spawned processes (CUDA cannot be forked); each keeps its memoised model loading
 across tasks. A worker's output goes to `<log_dir>/worker<i>.log`.

@@ -70,7 +70,8 @@ def test_the_h200_plan_covers_issue_13():
             256, [1024, 2048], 4096, "cuda", "float32")
     assert parsed["generated"].text_source == "generated"
     assert fp.test_sources(p, "results") in parsed["tuning"].exclude_sources
-    assert (parsed["solutions2"].block_size, parsed["solutions2"].budgets) == (64, [512, 1024, 2048])
+    b64 = parsed["solutions2"]
+    assert (b64.block_size, b64.budgets) == (64, [512, 1024, 2048])
     required = {"default", "paper", "attn", "attn_global", "recent", "random", *fp.SWEEP}
     p1 = {(t.kwargs["method"], t.kwargs["budget"]): t for t in tasks if t.priority == 1}
     assert {(m, B) for m in required for B in (1024, 2048)} <= set(p1)
