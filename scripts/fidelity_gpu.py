@@ -31,7 +31,11 @@ def preflight(p: fp.Profile) -> None:
     from zipage.models.loader import resolve
     path, gguf = resolve(p.model, "auto")
     if gguf:
-        import gguf as _  # noqa: F401  (transformers reads GGUF with it)
+        try:
+            import gguf as _  # noqa: F401  (transformers reads GGUF with it)
+        except ImportError:
+            raise SystemExit("the `gguf` package is missing (transformers reads GGUF with it): "
+                             "put its wheel on PYTHONPATH, e.g. in /tmp/site") from None
     data = os.environ.get("ZIPAGE_DATA_DIR") or str(ROOT.parent / "shared/datasets")
     for name in ("math500.jsonl", "gsm8k.jsonl"):
         if not os.path.exists(os.path.join(data, name)):

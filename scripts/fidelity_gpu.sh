@@ -18,7 +18,7 @@ python3 -m scripts.fidelity_gpu --max-wall-s 380 --log-dir /tmp/fidelity_gpu_log
 rc=${PIPESTATUS[0]}
 tar czf "$OUT/issue13_reports.tgz" results/*_h200.* 2>/dev/null
 if ls -d results/cells/agreement_*_h200 >/dev/null 2>&1; then
-  tar cJf /tmp/issue13_agreement.tar.xz results/cells/agreement_*_h200
+  XZ_OPT=-T0 tar cJf /tmp/issue13_agreement.tar.xz results/cells/agreement_*_h200
   if [ "$(stat -c %s /tmp/issue13_agreement.tar.xz)" -gt 15000000 ]; then  # 16 MiB a file
     split -b 15000000 -d -a 2 /tmp/issue13_agreement.tar.xz "$OUT/issue13_agreement.tar.xz."
   else

@@ -134,7 +134,8 @@ class _Pool:
 
 def run(tasks: list[Task], workers: int, max_wall_s: float, log_dir: str,
         estimator: Estimator, mem_limit_gb: float = float("inf"), env: dict | None = None,
-        on_event=print, clock=time.monotonic, init: str | None = None) -> dict[str, Outcome]:
+        on_event=print, clock=time.monotonic, init: str | None = None,
+        fail_fast: int = 3) -> dict[str, Outcome]:
     """Run `tasks` (see the module docstring); name -> Outcome for every task."""
     os.makedirs(log_dir, exist_ok=True)
     names = [t.name for t in tasks]
@@ -153,6 +154,7 @@ def run(tasks: list[Task], workers: int, max_wall_s: float, log_dir: str,
             if elapsed >= max_wall_s:
                 break
             _skip_failed_dependencies(pending, outcomes, on_event)
+            _drop_failing_kinds(tasks, pending, outcomes, fail_fast, on_event)
             _start_ready(pool, pending, outcomes, estimator, max_wall_s - elapsed,
                          mem_limit_gb, on_event)
             if not any(s["task"] for s in pool.slots):
@@ -174,6 +176,20 @@ def run(tasks: list[Task], workers: int, max_wall_s: float, log_dir: str,
     finally:
         pool.close()
     return {n: outcomes.get(n, Outcome("not started")) for n in names}
+
+
+def _drop_failing_kinds(tasks, pending, outcomes, fail_fast, on_event) -> None:
+    """After `fail_fast` failures of a kind and no success, its other tasks would fail too
+    (a broken kernel, a missing file): they are not started, the time goes to other kinds."""
+    kind = {t.name: t.kind for t in tasks}
+    for k in {t.kind for t in pending}:
+        done = [o.status for n, o in outcomes.items() if kind[n] == k]
+        if done.count("failed") >= fail_fast and "ok" not in done:
+            for t in [t for t in pending if t.kind == k]:
+                pending.remove(t)
+                outcomes[t.name] = Outcome("skipped", detail=f"{fail_fast} {k} tasks failed, "
+                                                             "none succeeded")
+            on_event(f"{k} tasks: {fail_fast} failed and none succeeded; the rest skipped")
 
 
 def _skip_failed_dependencies(pending, outcomes, on_event) -> None:

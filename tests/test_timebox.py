@@ -76,3 +76,12 @@ def test_task_names_and_dependencies_are_checked(tmp_path):
         _run([Task("a", FN), Task("a", FN)], tmp_path, 10)
     with pytest.raises(ValueError, match="unknown dependencies"):
         _run([Task("a", FN, after=("b",))], tmp_path, 10)
+
+
+def test_a_kind_that_only_fails_is_given_up_and_other_kinds_still_run(tmp_path):
+    tasks = [Task(f"bad{i}", "timebox_tasks:fail", kind="cell") for i in range(5)]
+    tasks.append(Task("other", FN, dict(path=str(tmp_path / "o"), seconds=0), kind="agree",
+                      priority=2))
+    out, events = _run(tasks, tmp_path, max_wall_s=60, workers=1, fail_fast=2)
+    assert [out[f"bad{i}"].status for i in range(5)] == ["failed"] * 2 + ["skipped"] * 3
+    assert out["other"].status == "ok"
