@@ -22,6 +22,7 @@ The rule (issue 13; it prints its inputs, changes no code or config):
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
 
 from scripts import fidelity_methods as fm
@@ -43,6 +44,9 @@ def complexity(m: str) -> int:
 def load(path: str) -> dict:
     with open(path) as f:
         res = json.load(f)
+    if "summaries" not in res:
+        raise ValueError(f"{path} is not a results JSON of this version of scripts.fidelity "
+                         "(no 'summaries'; rebuild it with --report-only)")
     res["path"] = path
     return res
 
@@ -206,7 +210,11 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--agreement", nargs="*", default=[], help="graded agreement JSONs")
     ap.add_argument("--out", default=None, help="also write the lines to this .md file")
     args = ap.parse_args(argv)
-    _, lines = decide(args.results, args.tuning, args.block_size, args.agreement)
+    try:
+        _, lines = decide(args.results, args.tuning, args.block_size, args.agreement)
+    except ValueError as e:
+        print(f"no decision: {e}", file=sys.stderr)
+        return 2
     print("\n".join(lines))
     if args.out:
         Path(args.out).write_text("# Scoring default: decision\n\n```\n" + "\n".join(lines)
