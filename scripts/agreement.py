@@ -78,31 +78,64 @@ def load_problems(args):
     return task, problems[:args.num_problems]
 
 
-def run_cell(args, task, problems, prompts, budget, options, device) -> dict:
-    """Generate every (problem, sample) with one engine; the cell payload (ungraded)."""
-    n, b = args.samples, args.block_size
-    longest = max(len(p) for p in prompts)
-    per_req = (longest + args.max_tokens if budget is None else max(longest, budget)) + 2 * b
-    t0 = time.perf_counter()
-    llm = LLM(args.model, device=device, dtype=args.dtype, budget=budget, block_size=b,
-              max_num_seqs=len(prompts) * n, kv_cache_tokens=len(prompts) * n * per_req + 4 * b,
-              observation_window=args.window, **options)
-    params = [SamplingParams(n=n, temperature=args.temperature, max_tokens=args.max_tokens,
-                             seed=problem_seed(args.seed, j, n)) for j in range(len(prompts))]
-    outs = llm.generate(prompts, params, use_tqdm=False)
-    stats = llm.last_stats.as_dict()
-    llm.shutdown()
-    del llm
-    gc.collect()
+def sampling_params(args, num_prompts: int) -> list:
+    n = args.samples
+    return [SamplingParams(n=n, temperature=args.temperature, max_tokens=args.max_tokens,
+                           seed=problem_seed(args.seed, j, n)) for j in range(num_prompts)]
+
+
+def rows_of(problems, outs, n: int) -> list[dict]:
+    """The cell's rows (ungraded) from the engine's outputs, one per sample."""
     rows = []
-    for p, o in zip(problems, outs):
+    for p, o in zip(problems, outs, strict=True):
         if o.error or len(o.outputs) != n:
             raise RuntimeError(f"problem {p.id}: {o.error or 'missing samples'}")
         rows += [dict(problem_id=p.id, sample_index=c.index, completion=c.text,
                       completion_tokens=len(c.token_ids), finish_reason=c.finish_reason,
                       num_compressions=c.metrics["num_compressions"]) for c in o.outputs]
-    return dict(rows=rows, stats=stats, seconds=time.perf_counter() - t0,
+    return rows
+
+
+def kv_tokens_per_request(args, prompts, budget) -> int:
+    longest = max(len(p) for p in prompts)
+    b = args.block_size
+    return (longest + args.max_tokens if budget is None else max(longest, budget)) + 2 * b
+
+
+def run_cell(args, task, problems, prompts, budget, options, device) -> dict:
+    """Generate every (problem, sample) with one engine; the cell payload (ungraded)."""
+    n, b = args.samples, args.block_size
+    per_req = kv_tokens_per_request(args, prompts, budget)
+    t0 = time.perf_counter()
+    llm = LLM(args.model, device=device, dtype=args.dtype, budget=budget, block_size=b,
+              max_num_seqs=len(prompts) * n, kv_cache_tokens=len(prompts) * n * per_req + 4 * b,
+              observation_window=args.window, **options)
+    outs = llm.generate(prompts, sampling_params(args, len(prompts)), use_tqdm=False)
+    stats = llm.last_stats.as_dict()
+    llm.shutdown()
+    del llm
+    gc.collect()
+    return dict(rows=rows_of(problems, outs, n), stats=stats, seconds=time.perf_counter() - t0,
                 environment=environment(torch.device(device)))
+
+
+def build_prompts(args, task, problems, tok) -> list[list[int]]:
+    cfg = SimpleNamespace(system_prompt=None, chat_template_kwargs=None)
+    return [build_prompt_ids(tok, task, p, cfg) for p in problems]
+
+
+def cell_key(args, problems, method: str, budget, device: str) -> dict:
+    opts = {} if method == "full" else fm.options(method, args.sinks)
+    return dict(model=args.model, task=args.task, problems=[p.id for p in problems],
+                seed=args.seed, max_tokens=args.max_tokens, temperature=args.temperature,
+                samples=args.samples, device=device, dtype=args.dtype, method=method,
+                budget=budget, options=opts,
+                block_size=None if budget is None else args.block_size,
+                window=None if budget is None else args.window)
+
+
+def store(args) -> CellStore:
+    return CellStore(args.cells_dir or str(ROOT / "results/cells" / Path(args.out).name))
 
 
 def grade(task, problems, cell) -> None:
@@ -116,35 +149,28 @@ def main(args) -> int:
     torch.set_num_threads(args.threads)
     device = args.device if args.device != "auto" else (
         "cuda" if torch.cuda.is_available() else "cpu")
-    name = Path(args.out).name
-    store = CellStore(args.cells_dir or str(ROOT / "results/cells" / name))
+    store_ = store(args)
     command = invocation()
     task, problems = load_problems(args)
     fe.cache_model_loading()
     tok = None if args.report_only else fe.load_tokenizer(args.model)
-    cfg = SimpleNamespace(system_prompt=None, chat_template_kwargs=None)
-    prompts = None if tok is None else [build_prompt_ids(tok, task, p, cfg) for p in problems]
-    base_key = dict(model=args.model, task=args.task, problems=[p.id for p in problems],
-                    seed=args.seed, max_tokens=args.max_tokens, temperature=args.temperature,
-                    samples=args.samples, device=device, dtype=args.dtype)
+    prompts = None if tok is None else build_prompts(args, task, problems, tok)
     cells = {}
     plan = [("full", None)] + [(m, B) for B in args.budgets for m in args.methods]
     for m, B in plan:
         opts = {} if m == "full" else fm.options(m, args.sinks)
-        key = dict(base_key, method=m, budget=B, options=opts,
-                   block_size=None if B is None else args.block_size,
-                   window=None if B is None else args.window)
+        key = cell_key(args, problems, m, B, device)
         cell_name = "full" if B is None else f"{m}@{B}"
         if args.report_only:
-            cell, new = store.load(cell_name, key), False
+            cell, new = store_.load(cell_name, key), False
         else:
-            cell, new = store.get_or_run(cell_name, key, lambda: run_cell(
+            cell, new = store_.get_or_run(cell_name, key, lambda: run_cell(
                 args, task, problems, prompts, B, opts, device))
         if cell is None:
             continue
         if not args.no_grade and any("answer" not in r for r in cell["rows"]):
             grade(task, problems, cell)
-            store.save(cell_name, **cell)
+            store_.save(cell_name, **cell)
         cells[m, B] = cell
         if new and not args.no_grade:
             toks = [r["completion_tokens"] for r in cell["rows"]]

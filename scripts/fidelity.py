@@ -15,13 +15,15 @@ runs once, from the smallest prompt, as the reference of every budget (teacher f
 causal); `--reference transformers` computes it with one transformers forward per text
 instead of one engine decode step per token (the same numbers to ~3e-5 nats; CPU time).
 
+`python -m scripts.fidelity decide RESULTS.json...` applies the rule that picks the default
+score (scripts/fidelity_decide.py); scripts/fidelity_gpu.py runs issue 13 in one time-boxed
+call (docs/fidelity.md).
+
 Usage (the exact command is written into the results file):
   python -m scripts.fidelity --block-size 256 --budgets 1024 2048 --num-texts 4 \\
       --text-tokens 4096 --out results/fidelity_b256_solutions
 """
 import argparse
-import hashlib
-import json
 import os
 import sys
 import time
@@ -30,6 +32,7 @@ from pathlib import Path
 import torch
 
 from scripts import fidelity_engine as fe
+from scripts import fidelity_group as fg
 from scripts import fidelity_methods as fm
 from scripts import fidelity_report as fr
 from scripts import fidelity_texts as ft
@@ -38,10 +41,6 @@ from scripts.fidelity_cells import CellStore, invocation
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_METHODS = [fm.DEFAULT, "paper", "attn", "attn_global", "recent", "random"]
-
-
-def _data_dir() -> str:
-    return os.environ.get("ZIPAGE_DATA_DIR") or str(ROOT.parent / "shared/datasets")
 
 
 def _method(name: str) -> str:
@@ -59,6 +58,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="solutions: MATH-500's human solutions; generated: the model's own "
                          "sampled solutions to the same problems (its reasoning style)")
     ap.add_argument("--num-texts", type=int, default=4)
+    ap.add_argument("--solution-tokens", type=int, default=512,
+                    help="--text-source generated: at most this many tokens per solution")
     ap.add_argument("--text-tokens", type=int, default=4096,
                     help="tokens per text; a run at budget B forces text[B:] (with "
                          "--forced-tokens F: text[B:B+F], texts of max(B) + F tokens)")
@@ -92,32 +93,20 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="rebuild the tables from the finished cells; run nothing")
 
 
-def _prompt_len(args, budget: int) -> int:
-    return budget if args.prompt_tokens == "budget" else int(args.prompt_tokens)
-
-
 def _texts(args, store: CellStore, device: str, tok_loader):
-    p_max = max(_prompt_len(args, B) for B in args.budgets)
-    n_tokens = p_max + args.forced_tokens if args.forced_tokens else args.text_tokens
-    exclude = []
-    for path in args.exclude_sources:
-        with open(path) as f:
-            exclude += [r for text in json.load(f)["text_sources"] for r in text]
-    key = dict(model=args.model, dataset=os.path.basename(args.dataset), source=args.text_source,
-               num_texts=args.num_texts, num_tokens=n_tokens, seed=args.seed,
-               exclude=sorted(set(exclude)))
-    if args.text_source == "generated":
-        key["device"] = device  # the sampled solutions depend on the device's numerics
+    key = fg.texts_key(args, device)
+    n_tokens, exclude = key["num_tokens"], set(key["exclude"])
 
     def build():
         tok = tok_loader()
         if args.text_source == "generated":
             texts, sources = ft.build_generated_texts(args.model, tok, args.dataset,
                                                       args.num_texts, n_tokens, args.seed,
-                                                      set(exclude), device=device)
+                                                      exclude, args.solution_tokens,
+                                                      device=device)
         else:
             texts, sources = ft.build_texts(tok, args.dataset, args.num_texts, n_tokens,
-                                            args.seed, set(exclude))
+                                            args.seed, exclude)
         return dict(texts=texts, sources=sources)
 
     if args.report_only:
@@ -128,37 +117,26 @@ def _texts(args, store: CellStore, device: str, tok_loader):
     return store.get_or_run("texts", key, build)[0]
 
 
+def resolve_device(name: str) -> str:
+    return name if name != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+
+
 def main(args) -> int:
-    if args.prompt_tokens != "budget" and not str(args.prompt_tokens).isdigit():
-        raise SystemExit("--prompt-tokens must be 'budget' or an int")
-    args.dataset = args.dataset or os.path.join(_data_dir(), "math500.jsonl")
-    args.methods = list(dict.fromkeys(args.methods))
+    fg.finish_args(args)
     torch.set_num_threads(args.threads)
-    device = args.device if args.device != "auto" else (
-        "cuda" if torch.cuda.is_available() else "cpu")
-    store = CellStore(args.cells_dir or str(ROOT / "results/cells" / Path(args.out).name))
-    command = invocation()
+    device = resolve_device(args.device)
+    store = fg.store(args)
+    command = getattr(args, "command_line", None) or invocation()
     fe.cache_model_loading()
     t_start = time.perf_counter()
     texts_cell = _texts(args, store, device, lambda: fe.load_tokenizer(args.model))
     texts = texts_cell["texts"]
-    text_sha = hashlib.sha1(json.dumps(texts).encode()).hexdigest()[:16]
+    text_sha = fg.text_sha(texts)
     b = args.block_size
-    prompts = {B: _prompt_len(args, B) for B in args.budgets}
-    for B, P in prompts.items():
-        if B % b or P + b >= len(texts[0]):
-            raise SystemExit(f"budget {B}: needs a multiple of the block size {b} and a prompt "
-                             f"({P}) + block shorter than the texts ({len(texts[0])} tokens)")
-    p_full = min(prompts.values())
-    forced_end = {B: (P + args.forced_tokens if args.forced_tokens else len(texts[0]))
-                  for B, P in prompts.items()}
+    fg.check_budgets(args, texts)
+    p_full = fg.full_prompt(args)
     print(f"{len(texts)} texts x {len(texts[0])} tokens; block {b}; budgets {args.budgets}; "
           f"cells in {store.root}", flush=True)
-
-    ref_dtype = "float32" if args.reference == "transformers" else args.dtype
-    full_key = dict(kind="full", reference=args.reference, model=args.model, texts=text_sha,
-                    prompt_tokens=p_full, device="cpu" if args.reference == "transformers"
-                    else device, dtype=ref_dtype)
 
     def run_full():
         print(f"full KV ({args.reference}, prompt {p_full}) ...", flush=True)
@@ -172,6 +150,7 @@ def main(args) -> int:
                     seconds=time.perf_counter() - t0, environment=environment(
                         torch.device("cpu" if args.reference == "transformers" else device)))
 
+    full_key = fg.full_key(args, text_sha, device)
     full = (store.load("full", full_key) if args.report_only
             else store.get_or_run("full", full_key, run_full)[0])
     if full is None:
@@ -179,13 +158,11 @@ def main(args) -> int:
 
     runs = {}
     for B in args.budgets:
-        P = prompts[B]
-        sub = [t[:forced_end[B]] for t in texts]
+        P = fg.prompt_len(args, B)
+        sub = [t[:fg.forced_end(args, B, len(texts[0]))] for t in texts]
         for m in args.methods:
-            opts = dict(observation_window=args.window, **fm.options(m, args.sinks))
-            key = dict(kind="run", method=m, options=opts, budget=B, block_size=b,
-                       prompt_tokens=P, forced_end=forced_end[B], model=args.model,
-                       texts=text_sha, device=device, dtype=args.dtype)
+            opts = fg.method_options(args, m)
+            key = fg.cell_key(args, m, B, text_sha, len(texts[0]), device)
 
             def run(m=m, B=B, P=P, sub=sub, opts=opts):
                 t0 = time.perf_counter()
@@ -212,7 +189,15 @@ def main(args) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def cli(argv: list[str]) -> int:
+    """`python -m scripts.fidelity [flags]`, or `python -m scripts.fidelity decide RESULTS...`."""
+    if argv[:1] == ["decide"]:
+        from scripts import fidelity_decide
+        return fidelity_decide.cli(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_arguments(parser)
-    sys.exit(main(parser.parse_args()))
+    return main(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(cli(sys.argv[1:]))

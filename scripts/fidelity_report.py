@@ -32,6 +32,20 @@ def paired_vs_default(runs: dict, block: int) -> dict:
     return out
 
 
+def paired_all(runs: dict, block: int) -> dict:
+    """"a|b@B" -> per-token NLL difference a - b, for every pair of methods at each budget
+    (what `python -m scripts.fidelity decide` compares; the cells stay on the machine)."""
+    out = {}
+    names = list(dict.fromkeys(m for m, _ in runs))
+    for B in sorted({B for _, B in runs}):
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                if (a, B) in runs and (b, B) in runs:
+                    out[f"{a}|{b}@{B}"] = fs.paired(runs[a, B]["records"], runs[b, B]["records"],
+                                                    runs[a, B]["prompt_tokens"], B + block)
+    return out
+
+
 def acceptance(pairs: dict, budgets) -> list[dict]:
     """Issue 13: the default beats recent and random at every budget, and is not worse than
     attention only by more than one standard error."""
@@ -91,7 +105,7 @@ def check_lines(checks) -> list[str]:
     for c in checks:
         p = c["paired"]
         detail = "" if p is None else (f": default − {c['baseline']} {_pm(p['mean'], p['se'])} "
-                                       f"({p['mean'] / p['se']:+.1f} SE)")
+                                       + (f"({p['mean'] / p['se']:+.1f} SE)" if p["se"] else ""))
         out.append(f"* budget {c['budget']}, vs {c['baseline']} ({c['rule']}){detail}: "
                    f"**{word[c['ok']]}**")
     return out
@@ -142,6 +156,7 @@ def write(args, command, device, texts_cell, full, runs, t_start) -> None:
               verdict=verdict(checks), acceptance=checks,
               summaries={f"{m}@{B}": s for (m, B), s in summ.items()},
               paired_vs_default={f"{m}@{B}": p for (m, B), p in pairs.items()},
+              paired=paired_all(runs, b),
               stats={f"{m}@{B}": c["stats"] for (m, B), c in runs.items()})
     write_atomic(args.out + ".json", json.dumps(js, indent=1))
     write_atomic(args.out + ".md", "\n".join(md) + "\n")

@@ -1,0 +1,157 @@
+"""The issue-13 measurements as prioritised tasks (for scripts/fidelity_gpu.py).
+
+Priority 1: block 256 (the paper's), budgets 1024 and 2048, on test texts of both sources
+(human solutions; SmolLM2's own sampled solutions) for every method, and on disjoint tuning
+texts for the scoring candidates (the weight sweep selects there). Priority 2: block 64,
+budgets 512/1024/2048. Priority 3: end-to-end answer agreement (greedy GSM8K and MATH-500,
+GSM8K at T 0.6 over seeds), block 16, budgets 128-512. Each task is one engine; every group
+(run) that needs a (method, budget) cell shares it (scripts/fidelity_batch.py).
+"""
+from dataclasses import dataclass, field
+
+from scripts.timebox import Task
+
+DEV_SWEEP = "results/fidelity_smollm2_dev_sweep.json"  # the block-16 study's tuning texts
+SWEEP = ["rw=0.5", "rw=0.35", "rw=0.65", "rw=0.1", "rw=0"]
+KV_BYTES_PER_TOKEN = {"float32": 30 * 2 * 3 * 64 * 4, "bfloat16": 30 * 2 * 3 * 64 * 2}  # SmolLM2
+
+
+@dataclass
+class Profile:
+    device: str
+    dtype: str = "float32"
+    model: str = "smollm2-135m"
+    text_tokens: int = 4096
+    block: int = 256
+    budgets: tuple = (1024, 2048)
+    block2: int = 64
+    budgets2: tuple = (512, 1024, 2048)
+    num_solution_texts: int = 12
+    num_generated_texts: int = 8
+    num_tuning_texts: int = 12
+    solution_tokens: int = 512
+    test_methods: tuple = ("default", "attn", "recent", "paper", "random", "attn_global", *SWEEP)
+    tune_methods: tuple = ("default", "attn", "paper", "attn_global", *SWEEP)
+    methods2: tuple = ("default", "attn", "recent", "random", "paper", "attn_global", "rw=0.5",
+                       "rw=0")
+    agree_block: int = 16
+    agree_budgets: tuple = (128, 256, 512)
+    agree_max_tokens: int = 1024
+    agree_problems: int = 100
+    agree_samples: int = 4
+    agree_methods: tuple = ("default", "recent", "attn", "paper", "random")
+    suffix: str = "_h200"
+    prior_rate: dict = field(default_factory=lambda: {"fidelity": 0.02, "agree": 0.05,
+                                                       "texts": 0.1})
+    overhead_s: float = 15.0
+    workers: int = 8
+
+
+PROFILES = {
+    "h200": Profile(device="cuda"),
+    # The same code path in about a minute on a CPU (logic check, not measurements).
+    "tiny": Profile(device="cpu", text_tokens=112, block=16, budgets=(32, 64), block2=32,
+                    budgets2=(32, 64), num_solution_texts=2, num_generated_texts=1,
+                    num_tuning_texts=2, solution_tokens=24,
+                    test_methods=("default", "attn", "recent", "random", "rw=0.5"),
+                    tune_methods=("default", "attn", "rw=0.5"), methods2=("default", "recent"),
+                    agree_budgets=(32,), agree_max_tokens=24, agree_problems=2,
+                    agree_samples=2, agree_methods=("default", "recent"), suffix="_tiny",
+                    prior_rate={"fidelity": 0.2, "agree": 0.5, "texts": 1.0},
+                    overhead_s=3.0, workers=2),
+}
+
+
+def fidelity_groups(p: Profile, results: str) -> dict:
+    """role -> flags of `python -m scripts.fidelity` (with --out), in build order."""
+    common = (f"--model {p.model} --text-tokens {p.text_tokens} --device {p.device} "
+              f"--dtype {p.dtype} --reference engine --solution-tokens {p.solution_tokens}")
+    b1 = f"--block-size {p.block} --budgets {' '.join(map(str, p.budgets))}"
+    b2 = f"--block-size {p.block2} --budgets {' '.join(map(str, p.budgets2))}"
+    sol = f"--text-source solutions --num-texts {p.num_solution_texts} --seed 2 " \
+          f"--exclude-sources {DEV_SWEEP}"  # seed 2: the CPU table's 4 texts come first
+    gen = f"--text-source generated --num-texts {p.num_generated_texts} --seed 3"
+    tune = f"--text-source solutions --num-texts {p.num_tuning_texts} --seed 1 " \
+           f"--exclude-sources {DEV_SWEEP} {test_sources(p, results)}"
+
+    def g(name, block_flags, text_flags, methods):
+        return (f"{common} {block_flags} {text_flags} --out {results}/fidelity_{name}{p.suffix}"
+                f"{_cells(results, f'fidelity_{name}{p.suffix}')} --methods {' '.join(methods)}")
+    return {"solutions": g(f"b{p.block}_solutions", b1, sol, p.test_methods),
+            "generated": g(f"b{p.block}_generated", b1, gen, p.test_methods),
+            "tuning": g(f"b{p.block}_tuning", b1, tune, p.tune_methods),
+            "solutions2": g(f"b{p.block2}_solutions", b2, sol, p.methods2),
+            "generated2": g(f"b{p.block2}_generated", b2, gen, p.methods2)}
+
+
+def _cells(results: str, name: str) -> str:
+    """Cells beside the results when those are not in the repository's results/."""
+    return "" if results == "results" else f" --cells-dir {results}/cells/{name}"
+
+
+def test_sources(p: Profile, results: str) -> str:
+    """Records of the block-size test texts (the tuning texts exclude them)."""
+    return f"{results}/fidelity_b{p.block}_test_sources{p.suffix}.json"
+
+
+def agreement_groups(p: Profile, results: str) -> dict:
+    common = (f"--model {p.model} --device {p.device} --dtype {p.dtype} --no-grade "
+              f"--num-problems {p.agree_problems} --block-size {p.agree_block} "
+              f"--budgets {' '.join(map(str, p.agree_budgets))} "
+              f"--max-tokens {p.agree_max_tokens} --methods {' '.join(p.agree_methods)}")
+    return {name: f"{common} {flags} --out {results}/agreement_{name}{p.suffix}"
+                  f"{_cells(results, f'agreement_{name}{p.suffix}')}"
+            for name, flags in (("gsm8k_greedy", "--task gsm8k"),
+                                ("math500_greedy", "--task math500"),
+                                ("gsm8k_t06", f"--task gsm8k --temperature 0.6 "
+                                              f"--samples {p.agree_samples}"))}
+
+
+def _mem_gb(p: Profile, tokens: int) -> float:
+    return tokens * KV_BYTES_PER_TOKEN.get(p.dtype, 4 * 23040) / 1e9 + 3.0
+
+
+def tasks(p: Profile, results: str, priorities=(1, 2, 3)) -> list[Task]:
+    fg, ag = fidelity_groups(p, results), agreement_groups(p, results)
+    n1 = {"solutions": p.num_solution_texts, "generated": p.num_generated_texts,
+          "tuning": p.num_tuning_texts}
+    out = [] if not {1, 2} & set(priorities) else [
+        Task("texts", "scripts.fidelity_batch:build_texts", priority=0, kind="texts",
+             steps=p.solution_tokens, mem_gb=_mem_gb(p, 250 * (p.solution_tokens + 640)),
+             kwargs=dict(groups=list(fg.values()), sources_file={0: test_sources(p, results)}))]
+
+    def fid(name, groups, method, budget, prompt, block, prio, ntexts):
+        steps = p.text_tokens - prompt
+        kv = ntexts * ((p.text_tokens if method is None else budget) + 2 * block)
+        out.append(Task(name, "scripts.fidelity_batch:fidelity_cell", priority=prio,
+                        kind="fidelity", steps=steps, mem_gb=_mem_gb(p, kv), after=("texts",),
+                        kwargs=dict(groups=[fg[g] for g in groups], method=method,
+                                    budget=budget)))
+
+    if 1 in priorities:
+        every = ["solutions", "generated", "tuning"]
+        fid(f"b{p.block} full", every, None, None, min(p.budgets), p.block, 1,
+            sum(n1.values()))
+        for m in p.test_methods + tuple(x for x in p.tune_methods if x not in p.test_methods):
+            groups = [g for g in every if m in (p.tune_methods if g == "tuning"
+                                                 else p.test_methods)]
+            for B in p.budgets:
+                fid(f"b{p.block} {m}@{B}", groups, m, B, B, p.block, 1,
+                    sum(n1[g] for g in groups))
+    if 2 in priorities:
+        two = ["solutions2", "generated2"]
+        n2 = p.num_solution_texts + p.num_generated_texts
+        fid(f"b{p.block2} full", two, None, None, min(p.budgets2), p.block2, 2, n2)
+        for m in p.methods2:
+            for B in p.budgets2:
+                fid(f"b{p.block2} {m}@{B}", two, m, B, B, p.block2, 2, n2)
+    if 3 in priorities:
+        reqs = p.agree_problems * (2 + p.agree_samples)
+        for m, B in [("full", None)] + [(m, B) for B in p.agree_budgets
+                                        for m in p.agree_methods]:
+            per = 400 + (p.agree_max_tokens if B is None else B) + 2 * p.agree_block
+            out.append(Task(f"agree {m}@{B}" if B else "agree full",
+                            "scripts.fidelity_batch:agreement_cell", priority=3, kind="agree",
+                            steps=p.agree_max_tokens, mem_gb=_mem_gb(p, reqs * per),
+                            kwargs=dict(groups=list(ag.values()), method=m, budget=B)))
+    return out

@@ -1,0 +1,102 @@
+"""Cells shared by several runs (scripts/fidelity_batch.py) are found by each run's own
+`python -m scripts.fidelity ... --report-only`; the plan covers what issue 13 asks."""
+import pytest
+
+from scripts import fidelity, fidelity_batch as fb, fidelity_engine as fe
+from scripts import fidelity_group as fg
+from scripts import fidelity_plan as fp
+
+COMMON = "--device cpu --dtype float32 --text-tokens 12 --block-size 16 --budgets 32 64"
+
+
+def _group(tmp_path, name, seed, n):
+    flags = (f"{COMMON} --num-texts {n} --seed {seed} --out {tmp_path}/{name} "
+             f"--cells-dir {tmp_path}/cells/{name} --methods default recent --text-tokens 100")
+    args = fb.fidelity_args(flags)
+    texts = [[seed * 1000 + 10 * i + j for j in range(100)] for i in range(n)]
+    fg.store(args).save("texts", fg.texts_key(args, "cpu"), texts=texts,
+                        sources=[[f"r{seed}-{i}"] for i in range(n)])
+    return flags
+
+
+def test_one_engine_serves_every_run_and_each_run_reports_its_own_share(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_engine(model, texts, prompt, budget, block, options, device, dtype):
+        calls.append((len(texts), prompt, budget, options.get("score")))
+        lp = -1.0 if budget is None else (-1.5 if options.get("score") == "recent" else -1.25)
+        return ([dict(logprobs=[lp] * (len(t) - prompt), argmax=t[prompt:], num_compressions=2,
+                      peak_kv_tokens=budget or len(t)) for t in texts], dict(wall_time_s=0.0))
+
+    monkeypatch.setattr(fe, "run_engine", fake_engine)
+    a, b = _group(tmp_path, "run_a", 1, 2), _group(tmp_path, "run_b", 2, 3)
+    assert fb.fidelity_cell([a, b], None)["texts"] == 5
+    for m in ("default", "recent"):
+        for B in (32, 64):
+            fb.fidelity_cell([a, b], m, B)
+    assert calls[0] == (5, 32, None, None)  # Full KV from the smallest prompt
+    assert len(calls) == 5 and all(c[0] == 5 for c in calls)
+    assert fb.fidelity_cell([a, b], "default", 32) == dict(ran=0)  # finished: not rerun
+
+    args = fb.parse(fidelity, a + " --report-only")
+    assert fidelity.main(args) == 0
+    import json
+    with open(f"{tmp_path}/run_a.json") as f:
+        res = json.load(f)
+    assert res["summaries"]["default@32"]["delta_nll"] == pytest.approx(0.25)
+    assert res["summaries"]["recent@64"]["delta_nll"] == pytest.approx(0.5)
+    assert res["paired"]["default|recent@64"]["mean"] == pytest.approx(-0.25)
+    assert len(res["summaries"]["default@32"]["delta_nll_per_text"]) == 2  # run a's texts only
+
+
+def test_runs_that_differ_in_engine_settings_are_not_batched(tmp_path, monkeypatch):
+    monkeypatch.setattr(fe, "run_engine", lambda *a, **k: pytest.fail("must not run"))
+    a = _group(tmp_path, "run_a", 1, 1)
+    b = _group(tmp_path, "run_b", 2, 1).replace("--device cpu", "--device cpu --window 8")
+    with pytest.raises(ValueError, match="must share window"):
+        fb.fidelity_cell([a, b], "default", 32)
+    with pytest.raises(ValueError, match="not one of"):
+        fb.fidelity_cell([a], "default", 48)
+
+
+def test_the_h200_plan_covers_issue_13():
+    p = fp.PROFILES["h200"]
+    groups = fp.fidelity_groups(p, "results")
+    tasks = fp.tasks(p, "results")
+    parsed = {r: fb.parse(fidelity, f) for r, f in groups.items()}
+    for role in ("solutions", "generated", "tuning"):
+        a = parsed[role]
+        assert (a.block_size, a.budgets, a.text_tokens, a.device, a.dtype) == (
+            256, [1024, 2048], 4096, "cuda", "float32")
+    assert parsed["generated"].text_source == "generated"
+    assert fp.test_sources(p, "results") in parsed["tuning"].exclude_sources
+    b64 = parsed["solutions2"]
+    assert (b64.block_size, b64.budgets) == (64, [512, 1024, 2048])
+    required = {"default", "paper", "attn", "attn_global", "recent", "random", *fp.SWEEP}
+    p1 = {(t.kwargs["method"], t.kwargs["budget"]): t for t in tasks if t.priority == 1}
+    assert {(m, B) for m in required for B in (1024, 2048)} <= set(p1)
+    assert groups["tuning"] in p1["rw=0.5", 1024].kwargs["groups"]
+    assert groups["tuning"] not in p1["recent", 1024].kwargs["groups"]
+    assert groups["generated"] in p1["recent", 2048].kwargs["groups"]
+    assert [t.priority for t in tasks] == sorted(t.priority for t in tasks)
+    from scripts import agreement
+    for flags in fp.agreement_groups(p, "results").values():
+        g = fb.parse(agreement, flags)
+        assert g.max_tokens >= 1024 and g.block_size == 16 and g.budgets == [128, 256, 512]
+        assert g.no_grade and "recent" in g.methods and "default" in g.methods
+
+
+def test_model_loading_is_memoised_once_per_process():
+    fe.cache_model_loading()  # raised AttributeError once the loader had no _checkpoint_state
+    import zipage.models.loader as zloader
+    assert zloader.checkpoint_tensors.__name__ == "tensors"  # the memoised wrapper
+    calls = []
+
+    def tensors(path, gguf):
+        calls.append(gguf)
+        yield ("w", 1)
+
+    t = fe.memoise_gguf(tensors)
+    assert list(t("p", "m.gguf")) == list(t("p", "m.gguf")) == [("w", 1)]
+    assert list(t("p", None)) == list(t("p", None)) == [("w", 1)]
+    assert calls == ["m.gguf", None, None]  # GGUF parsed once; safetensors stay lazy
