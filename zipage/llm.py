@@ -13,6 +13,14 @@ from zipage.sampling_params import SamplingParams
 from zipage.worker.model_runner import ModelRunner
 
 
+def load_engine_tokenizer(model: str, **options):
+    """The tokenizer ``LLM(model, **options).tokenizer`` would have, without loading weights."""
+    cfg = EngineConfig.from_kwargs(model, **options)
+    path, gguf = resolve(cfg.model, cfg.load_format)
+    spec = spec_from_hf_config(load_hf_config(path, gguf))
+    return load_tokenizer(path, gguf, cfg.tokenizer, spec.vocab_size)
+
+
 class LLM:
     def __init__(self, model: str, **options):
         self.config = cfg = EngineConfig.from_kwargs(model, **options)

@@ -159,3 +159,22 @@ def test_no_orphans_when_the_engine_process_exits_or_is_interrupted(folder, tmp_
     while any(os.path.exists(f"/proc/{p}") for p in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert_gone(pids)
+
+
+@pytest.mark.slow  # three processes load the GGUF: minutes on a small CPU
+def test_smollm2_three_ranks_generate_the_tokens_of_one():
+    """The real model (GGUF) at TP=3 (9 query, 3 KV heads), compressing: a few tokens."""
+    prompt = ("Question: Natalia sold clips to 48 of her friends in April, and then she sold "
+              "half as many clips in May. How many clips did she sell altogether? Answer:")
+    params = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True)
+    outs = {}
+    for tp in (1, 3):
+        llm = LLM("smollm2-135m", tensor_parallel_size=tp, budget=16, block_size=16,
+                  kv_cache_tokens=2048, max_model_len=512)
+        try:
+            out = llm.generate([prompt], params, use_tqdm=False)[0]
+            outs[tp] = (out.outputs[0].token_ids, llm.last_stats.num_compressions)
+        finally:
+            llm.shutdown()
+    assert outs[3] == outs[1]
+    assert outs[1][1] >= 1  # the prompt outgrows the cap (2 blocks): it compressed

@@ -139,3 +139,17 @@ class FakeLLM:
         self.last_stats = FakeStats(wall_time_s=wall, num_output_tokens=tokens,
                                     num_prompt_tokens=0, peak_running=1, mean_running=1.0,
                                     compression_time_s=0.0, num_compressions=0, **kw)
+
+
+def make_engine(model_id, kwargs):
+    """A module-level engine factory (picklable: data-parallel replicas are spawned).
+    FAKE_CRASH_REPLICA=r with FAKE_CRASH_AFTER=k: replica r raises after k samples."""
+    import os
+    crash = None
+    if os.environ.get("FAKE_CRASH_REPLICA") == os.environ.get("ZIPAGE_DP_RANK", "0"):
+        crash = int(os.environ["FAKE_CRASH_AFTER"])
+    return FakeLLM(model_id, crash_after=crash, **kwargs), FakeSamplingParams
+
+
+def make_tokenizer(model_id, kwargs):
+    return FakeTokenizer()
