@@ -172,7 +172,9 @@ def main(a) -> int:
 
     print()
     if roof is None:
-        print("decode roofline: not enough decode steps to estimate")
+        print("decode roofline: " + ("not estimated with tensor parallelism"
+                                     if not hasattr(llm.runner, "model")
+                                     else "not enough decode steps to estimate"))
     else:
         print(roofline.describe_roofline(roof, kv_per_token, weight_note, t_full, t_pf,
                                          stats_pf["num_steps"], N, a.output_len))
