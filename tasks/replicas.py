@@ -3,8 +3,8 @@ N engines, each in its own process (on a GPU node, its own GPUs through
 CUDA_VISIBLE_DEVICES: replica r gets visible GPUs r*T .. r*T+T-1 for T =
 tensor_parallel_size).
 
-Problem j goes to replica j % N (neighbouring problems, often of similar difficulty, are
-spread out). Seeds depend on the problem's index in the whole run, so each sample is the one
+The k-th unfinished problem goes to replica k % N (neighbouring problems, often of similar
+difficulty, are spread out; on a resume only what is missing is shared out). Seeds depend on the problem's index in the whole run, so each sample is the one
 a single engine would draw. Every replica appends its finished samples to the run's one
 samples.jsonl (whole lines under a lock, tasks/samples.py) and its timed segment, tagged with
 the launch, to generation_stats.jsonl; throughput counts a launch's wall time once
@@ -29,9 +29,19 @@ class ReplicaError(RuntimeError):
     """One or more replicas failed; their finished samples are on disk."""
 
 
-def assignment(num_problems: int, size: int) -> list[set[int]]:
-    """Problem indices per replica."""
-    return [set(range(r, num_problems, size)) for r in range(size)]
+def assignment(todo: list[int] | int, size: int) -> list[set[int]]:
+    """Problem indices per replica: the k-th problem still to do goes to replica k % size
+    (an int: all of range(todo)). On a resume only unfinished problems are shared out, so
+    the replicas stay balanced and none loads a model for nothing."""
+    todo = list(range(todo)) if isinstance(todo, int) else list(todo)
+    return [set(todo[r::size]) for r in range(size)]
+
+
+def unfinished(problems, n: int, run_dir: str) -> list[int]:
+    """Indices of the problems with a sample missing from the run's samples.jsonl."""
+    from tasks.samples import SAMPLES, read_samples
+    have = read_samples(os.path.join(run_dir, SAMPLES)).keys()
+    return [j for j, p in enumerate(problems) if any((p.id, i) not in have for i in range(n))]
 
 
 def gpu_groups(size: int, per_replica: int, device: str) -> list[str | None]:
@@ -81,7 +91,10 @@ def run_replicas(factory, model_id: str, kwargs: dict, problems, prompts, sampli
     sampling = {k: getattr(sampling_cfg, k) for k in ("n", "temperature", "top_p", "max_tokens")}
     procs = []
     threads = None if device == "cuda" else str(max(1, (os.cpu_count() or 1) // size))
-    for rank, only in enumerate(assignment(len(problems), size)):
+    shares = [share for share in assignment(unfinished(problems, sampling["n"], run_dir), size)
+              if share]
+    size = len(shares)
+    for rank, only in enumerate(shares):
         env = {"CUDA_VISIBLE_DEVICES": gpus[rank], "ZIPAGE_DP_RANK": str(rank),
                "ZIPAGE_DP_SIZE": str(size),
                "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS") or threads}
