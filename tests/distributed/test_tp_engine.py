@@ -178,3 +178,13 @@ def test_smollm2_three_ranks_generate_the_tokens_of_one():
             llm.shutdown()
     assert outs[3] == outs[1]
     assert outs[1][1] >= 1  # the prompt outgrows the cap (2 blocks): it compressed
+
+
+def test_the_pool_is_the_smallest_any_rank_can_hold(folder):
+    """Rank 1 has room for fewer blocks (its own GPU, other processes on it): both ranks
+    allocate that many, each with its own half of the KV heads."""
+    from tests.distributed import rank_fns
+    from tests.distributed.helpers import run_checked
+    plans = run_checked(rank_fns.runner_pool, 2, folder, [4096, 1024])
+    assert [p["blocks"] for p in plans] == [64, 64]
+    assert [p["kv_shape"] for p in plans] == [(2, 2, 64, 16, 1, 16)] * 2  # 1 of 2 KV heads

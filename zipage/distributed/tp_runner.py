@@ -76,6 +76,10 @@ class TPRunner:
 
     def launch(self, step, previous=None) -> int:
         self._check_usable()
+        # A result left by an interrupted collect is read now: rank 0 never blocks writing
+        # it while this process writes a step to rank 0. (A rank's failure surfaces here too.)
+        while any(conn.poll(0) for conn in self.conns):
+            self._next_message(timeout=0)
         step_id, self._next_id = self._next_id, self._next_id + 1
         data = pickle.dumps(("launch", step_id, (step, previous)), protocol=5)
         with deferred_interrupt():  # every rank gets the step, or none does
