@@ -188,3 +188,15 @@ def test_the_pool_is_the_smallest_any_rank_can_hold(folder):
     plans = run_checked(rank_fns.runner_pool, 2, folder, [4096, 1024])
     assert [p["blocks"] for p in plans] == [64, 64]
     assert [p["kv_shape"] for p in plans] == [(2, 2, 64, 16, 1, 16)] * 2  # 1 of 2 KV heads
+
+
+def test_a_size_that_does_not_split_the_model_fails_before_any_process(folder, monkeypatch):
+    import zipage.distributed.tp_runner as tp_runner
+
+    def no_ranks(*a, **k):
+        raise AssertionError("rank processes were started")
+    monkeypatch.setattr(tp_runner, "TPRunner", no_ranks)
+    with pytest.raises(ValueError, match="tensor_parallel_size=3 must divide num_attention_heads=4"):
+        LLM(folder, tensor_parallel_size=3, **OPTIONS)
+    with pytest.raises(ValueError, match="positive integer"):
+        LLM(folder, tensor_parallel_size=0, **OPTIONS)
