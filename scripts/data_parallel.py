@@ -92,7 +92,8 @@ def main(a) -> int:
     vocab = load_hf_config(*resolve(model, opts.get("load_format", "auto"))).vocab_size
     prompts = bc.random_prompts(n, plen, vocab, a.seed)
     workload = dict(model=a.model if not small else "tiny-qwen3", requests=n, prompt_len=plen,
-                    output_len=olen, replicas=a.replicas, tensor_parallel_size=a.tensor_parallel_size,
+                    output_len=olen, replicas=a.replicas,
+                    tensor_parallel_size=a.tensor_parallel_size,
                     budget=a.budget, options=opts)
     env = bc.print_header(device, workload)
     tp = a.tensor_parallel_size

@@ -4,10 +4,11 @@ CUDA_VISIBLE_DEVICES: replica r gets visible GPUs r*T .. r*T+T-1 for T =
 tensor_parallel_size).
 
 The k-th unfinished problem goes to replica k % N (neighbouring problems, often of similar
-difficulty, are spread out; on a resume only what is missing is shared out). Seeds depend on the problem's index in the whole run, so each sample is the one
-a single engine would draw. Every replica appends its finished samples to the run's one
-samples.jsonl (whole lines under a lock, tasks/samples.py) and its timed segment, tagged with
-the launch, to generation_stats.jsonl; throughput counts a launch's wall time once
+difficulty, are spread out; on a resume only what is missing is shared out). Seeds depend on
+the problem's index in the whole run, so each sample is the one a single engine would draw.
+Every replica appends its finished samples to the run's one samples.jsonl (whole lines under
+a lock, tasks/samples.py) and its timed segment, tagged with the launch, to
+generation_stats.jsonl; throughput counts a launch's wall time once
 (tasks/summary.py). A replica that fails does not stop the others: their samples are kept,
 the run then raises, and a rerun generates what is missing, whichever replica died.
 """

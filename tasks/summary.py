@@ -86,7 +86,8 @@ def throughput(segments: list[dict]) -> dict:
         # An interrupted segment whose unfinished work the engine did not report counts
         # only its finished samples' tokens: the rate is then a lower bound.
         "throughput_lower_bound": bool(unmeasured),
-        "peak_running": max((s.get("peak_running") or 0 for s in timed), default=None),  # one engine
+        # the largest of one engine (replicas of a launch are not added up)
+        "peak_running": max((s.get("peak_running") or 0 for s in timed), default=None),
         "mean_running": mean_run,
         "compression_time_share": comp / wall if wall > 0 else None,
         "num_compressions": sum(s.get("num_compressions", 0) or 0 for s in timed),

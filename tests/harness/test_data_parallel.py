@@ -123,3 +123,23 @@ def test_retime_with_replicas_is_refused(tmp_path, data_dir, replicas_engine):
         runner.evaluate(config(tmp_path, data_dir, "budget=512", "baseline.retime=true",
                                "engine.data_parallel_size=2"), str(tmp_path / "r"))
     assert not os.path.exists(tmp_path / "r")
+
+
+def test_real_tiny_engine_two_replicas_of_two_ranks_match_one_engine(tmp_path, data_dir):
+    """The real engine end to end: a tiny random Qwen3 with a character tokenizer, loaded by
+    each replica (TP=2 inside each: four rank processes), against one TP=1 engine."""
+    import shutil
+
+    from tests.engine.tiny_models import add_char_tokenizer, tiny_checkpoint
+    folder = add_char_tokenizer(tiny_checkpoint("qwen3")[0])
+    try:
+        common = [f"model.path={folder}", "engine=fullkv", "engine.block_size=16",
+                  "engine.kv_cache_tokens=4096", "sampling.max_tokens=24"]
+        one = runner.evaluate(config(tmp_path, data_dir, *common), str(tmp_path / "one"))
+        two = runner.evaluate(config(tmp_path, data_dir, *common, "engine.data_parallel_size=2",
+                                     "engine.tensor_parallel_size=2"), str(tmp_path / "two"))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    rows = same_samples(tmp_path / "one", tmp_path / "two")
+    assert len(rows) == 15 and two["complete"] and two["data_parallel_replicas"] == 2
+    assert len({r["completion"] for r in rows.values()}) > 5  # seeded samples differ
