@@ -143,3 +143,52 @@ def test_real_tiny_engine_two_replicas_of_two_ranks_match_one_engine(tmp_path, d
     rows = same_samples(tmp_path / "one", tmp_path / "two")
     assert len(rows) == 15 and two["complete"] and two["data_parallel_replicas"] == 2
     assert len({r["completion"] for r in rows.values()}) > 5  # seeded samples differ
+
+
+INTERRUPTED_RUN = """
+import sys
+sys.path[:0] = {paths!r}
+import fake_engine
+from harness_fixtures import config
+from tasks import evaluate as runner
+runner.make_engine, runner.make_tokenizer = fake_engine.make_engine, fake_engine.make_tokenizer
+if __name__ == "__main__":
+    import pathlib
+    tmp = pathlib.Path({tmp!r})
+    runner.evaluate(config(tmp, {data!r}, "engine=fullkv", "engine.data_parallel_size=2"),
+                    str(tmp / "run"))
+"""
+
+
+def test_ctrl_c_stops_every_replica_and_keeps_their_samples(tmp_path, data_dir):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from harness_fixtures import ROOT
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    script = tmp_path / "run.py"
+    script.write_text(INTERRUPTED_RUN.format(paths=[ROOT, os.path.join(ROOT, "tests", "harness")],
+                                             tmp=str(tmp_path), data=data_dir))
+    env = {**os.environ, "FAKE_STEP_S": "0.05", "FAKE_PID_DIR": str(pid_dir)}
+    proc = subprocess.Popen([sys.executable, str(script)], env=env, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len(os.listdir(pid_dir)) < 2:
+            assert proc.poll() is None, proc.stderr.read()
+            assert time.monotonic() < deadline, "replicas never started"
+            time.sleep(0.2)
+        time.sleep(0.5)
+        pids = [int((pid_dir / r).read_text()) for r in ("0", "1")]
+        proc.send_signal(signal.SIGINT)  # to the parent only: it passes it on
+        err = proc.communicate(timeout=90)[1]
+    finally:
+        proc.kill()
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err
+    assert not any(os.path.exists(f"/proc/{p}") for p in pids), "replicas left behind"
+    segs = [json.loads(line) for line in open(tmp_path / "run" / "generation_stats.jsonl")]
+    assert sorted(s["replica"]["rank"] for s in segs) == [0, 1]
+    assert all(s["interrupted"] for s in segs)  # each recorded its cut segment
