@@ -108,9 +108,9 @@ def evaluate(cfg, run_dir: str | None = None) -> dict:
     eff, notes = effective_config(cfg, device == "cpu")
     problems = load_problems(eff, task)
     check_engine_kwargs(eff.model.path or eff.model.name, engine_kwargs(eff.engine))
+    gpu_groups(eff.engine.data_parallel_size, eff.engine.tensor_parallel_size or 1, device)
     for note in notes:
         print(note, flush=True)
-    gpu_groups(eff.engine.data_parallel_size, eff.engine.tensor_parallel_size or 1, device)
     run_dir = run_dir or eff.run_dir or os.path.join(eff.results_dir, ident.run_name(eff, device))
     run = run_spec(eff, run_dir, task, problems, device, notes)
     print(f"run folder: {run.dir}", flush=True)
