@@ -21,6 +21,7 @@ SUBCOMMANDS = {
     "kernels": ("scripts.kernels", "Triton kernels vs PyTorch references: speed"),
     "calibrate": ("scripts.calibrate", "step-cost model of the real runner: timed grid, fit"),
     "simulate": ("scripts.simulate", "throughput predicted by the real scheduler on a cost model"),
+    "dp": ("scripts.data_parallel", "one engine vs N data-parallel replicas, same workload"),
 }
 
 

@@ -26,6 +26,8 @@ def add_model_arguments(p: argparse.ArgumentParser, default: str = "qwen3-8b",
                         f"Face checkpoint folder (default {default})")
     p.add_argument("--dtype", default="auto", choices=DTYPES,
                    help="auto = bfloat16 on a GPU, float32 on the CPU (the engine's rule)")
+    p.add_argument("--tensor-parallel-size", type=int, default=1,
+                   help="GPUs (rank processes) per engine; LLM(tensor_parallel_size=N)")
     if cpu_smoke:
         p.add_argument("--cpu-smoke", action="store_true",
                        help="tiny random Qwen3 on the CPU (checks the flow, not speed)")
@@ -62,6 +64,8 @@ def torch_dtype(name: str, device: torch.device) -> torch.dtype:
 def engine_model(args, device: torch.device) -> tuple[str, dict, object]:
     """(model for LLM(...), base engine options, temporary folder to clean up or None)."""
     opts = {"dtype": args.dtype, "seed": args.seed}
+    if getattr(args, "tensor_parallel_size", 1) > 1:
+        opts["tensor_parallel_size"] = args.tensor_parallel_size
     if device.type == "cpu":
         opts["device"] = "cpu"
     if getattr(args, "cpu_smoke", False):

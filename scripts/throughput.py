@@ -158,10 +158,13 @@ def main(a) -> int:
     spec = llm.spec
     item = torch.tensor([], dtype=llm.dtype).element_size()
     kv_per_token = spec.num_layers * spec.num_kv_heads * spec.head_dim * 2 * item
-    weight_bytes, weight_note = roofline.decode_weight_bytes(llm.runner.model)
-    mean_ctx = roofline.mean_decode_context(P, a.output_len, cfg.budget, cfg.block_size)
-    roof = roofline.roofline(copy_bw, weight_bytes, kv_per_token, t_full, stats["num_steps"],
-                             t_pf, stats_pf["num_steps"], N, a.output_len, mean_ctx)
+    roof = None  # tensor parallel: the weights live in the rank processes (no roofline)
+    if hasattr(llm.runner, "model"):
+        weight_bytes, weight_note = roofline.decode_weight_bytes(llm.runner.model)
+        mean_ctx = roofline.mean_decode_context(P, a.output_len, cfg.budget, cfg.block_size)
+        roof = roofline.roofline(copy_bw, weight_bytes, kv_per_token, t_full,
+                                 stats["num_steps"], t_pf, stats_pf["num_steps"], N,
+                                 a.output_len, mean_ctx)
     result["roofline"] = roof
     if hf is not None:
         result["ratio"] = ours["output_tokens_per_s"] / hf["output_tokens_per_s"]
@@ -169,7 +172,9 @@ def main(a) -> int:
 
     print()
     if roof is None:
-        print("decode roofline: not enough decode steps to estimate")
+        print("decode roofline: " + ("not estimated with tensor parallelism"
+                                     if not hasattr(llm.runner, "model")
+                                     else "not enough decode steps to estimate"))
     else:
         print(roofline.describe_roofline(roof, kv_per_token, weight_note, t_full, t_pf,
                                          stats_pf["num_steps"], N, a.output_len))

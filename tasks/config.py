@@ -60,7 +60,8 @@ class EngineCfg:
     device: str = "auto"
     enforce_eager: Optional[bool] = None
     enable_prefix_caching: Optional[bool] = None
-    tensor_parallel_size: Optional[int] = None
+    tensor_parallel_size: Optional[int] = None   # GPUs per engine (one process per rank)
+    data_parallel_size: int = 1          # engines (replicas) splitting the problems; harness only
     load_format: Optional[str] = None
     compression: Dict[str, Any] = field(default_factory=dict)  # LLM(compression=...) verbatim
     extra: Dict[str, Any] = field(default_factory=dict)        # any other engine kwarg, verbatim

@@ -13,6 +13,7 @@ from tasks.conditions import new_job_id
 from tasks.generate import build_prompt_ids, generate_missing, timed_rerun
 from tasks.prepare import (ConfigError, check_engine_kwargs, effective_config, engine_kwargs,
                            load_problems, resolved_device, task_from_config, validate)
+from tasks.replicas import gpu_groups, run_replicas
 from tasks.rundir import (RunSpec, baseline_spec, check_baseline, check_folder, check_rows,
                           run_lock, run_spec, write_meta)
 from tasks.samples import RETIME, SAMPLES, SUMMARY, read_samples, write_atomic
@@ -25,6 +26,13 @@ def make_engine(model_id: str, kwargs: dict):
     """-> (llm, SamplingParams class). The only place that imports the engine."""
     from zipage import LLM, SamplingParams
     return LLM(model_id, **kwargs), SamplingParams
+
+
+def make_tokenizer(model_id: str, kwargs: dict):
+    """The engine's tokenizer without its model: a data-parallel run builds the prompts
+    once, here, and its replicas load the engines."""
+    from zipage.llm import load_engine_tokenizer
+    return load_engine_tokenizer(model_id, **kwargs)
 
 
 def free_engine(llm) -> None:
@@ -52,15 +60,27 @@ def _generate_run(spec: RunSpec, task, problems, job: str, retime):
     missing = sum(1 for p in problems for i in range(eff.sampling.n) if (p.id, i) not in done)
     if not missing and retime is None:
         return False, None
-    print(f"[{label}] loading {spec.meta['model_id']} {spec.meta['engine_kwargs']}", flush=True)
-    llm, sampling_cls = make_engine(spec.meta["model_id"], spec.meta["engine_kwargs"])
+    model_id, kwargs = spec.meta["model_id"], spec.meta["engine_kwargs"]
+    replicas = eff.engine.data_parallel_size
+    llm = None
+    if replicas > 1:
+        tokenizer = make_tokenizer(model_id, kwargs)
+    else:
+        print(f"[{label}] loading {model_id} {kwargs}", flush=True)
+        llm, sampling_cls = make_engine(model_id, kwargs)
+        tokenizer = llm.tokenizer
     try:
-        prompts = [build_prompt_ids(llm.tokenizer, task, p, eff.model) for p in problems]
-        spec.meta["identity"] = ident.with_prompts(spec.meta["identity"], llm.tokenizer, prompts)
+        prompts = [build_prompt_ids(tokenizer, task, p, eff.model) for p in problems]
+        spec.meta["identity"] = ident.with_prompts(spec.meta["identity"], tokenizer, prompts)
         check_folder(spec, spec.meta["identity"])
         check_rows(spec, problems, [ident.prompt_hash(p) for p in prompts])
         write_meta(spec)
-        if missing:
+        if missing and llm is None:
+            print(f"[{label}] {replicas} replicas loading {model_id} {kwargs}", flush=True)
+            run_replicas(make_engine, model_id, kwargs, problems, prompts, eff.sampling,
+                         eff.seed, spec.dir, job, ident.tokenizer_digest(tokenizer),
+                         spec.meta["device"], replicas, eff.use_tqdm)
+        elif missing:
             generate_missing(llm, task, problems, prompts, sampling_cls, eff.sampling, eff.seed,
                              spec.dir, job, use_tqdm=eff.use_tqdm)
         timing = None
@@ -69,7 +89,8 @@ def _generate_run(spec: RunSpec, task, problems, job: str, retime):
             timing = timed_rerun(llm, problems, prompts, sampling_cls, eff.sampling, eff.seed,
                                  retime, job)
     finally:
-        free_engine(llm)
+        if llm is not None:
+            free_engine(llm)
     return bool(missing), timing
 
 
@@ -88,6 +109,7 @@ def evaluate(cfg, run_dir: str | None = None, runs_root: str | None = None) -> d
     eff, notes = effective_config(cfg, device == "cpu")
     problems = load_problems(eff, task)
     check_engine_kwargs(eff.model.path or eff.model.name, engine_kwargs(eff.engine))
+    gpu_groups(eff.engine.data_parallel_size, eff.engine.tensor_parallel_size or 1, device)
     for note in notes:
         print(note, flush=True)
     run_dir = run_dir or eff.run_dir or os.path.join(runs_root or eff.results_dir,

@@ -26,7 +26,7 @@ from typing import Any
 from tasks import conditions
 from tasks.base import Problem, Task
 from tasks.identity import prompt_hash
-from tasks.samples import SAMPLES, STATS, append_jsonl, read_samples, terminate_last_line
+from tasks.samples import SAMPLES, STATS, append_jsonl, append_line, read_samples
 
 clock = time.perf_counter  # the segment timer (tests drive it from a fake engine)
 
@@ -92,6 +92,7 @@ def timed_generate(llm, reqs, params, job: str, on_sample, record, use_tqdm: boo
         on_sample(k, comp)
 
     before, t0 = getattr(llm, "last_stats", None), clock()
+    seg["start_s"] = t0  # perf_counter: one clock for every process of a host (replicas)
     try:
         return llm.generate(reqs, params, use_tqdm=use_tqdm, on_sample=keep)
     except BaseException as e:
@@ -114,52 +115,57 @@ def timed_generate(llm, reqs, params, job: str, on_sample, record, use_tqdm: boo
 
 def generate_missing(llm: Any, task: Task, problems: list[Problem], prompts: list[list[int]],
                      sampling_cls: Any, sampling_cfg, seed: int, run_dir: str, job: str,
-                     use_tqdm: bool = True) -> dict | None:
-    """Generate every missing (problem, sample); returns the segment record or None."""
+                     use_tqdm: bool = True, only: set[int] | None = None,
+                     replica: dict | None = None) -> dict | None:
+    """Generate every missing (problem, sample) (of problems `only`, by index, if given);
+    returns the segment record or None. `replica` ({"group", "rank", "size"}) tags the
+    segment of one data-parallel replica (tasks/replicas.py)."""
     path = os.path.join(run_dir, SAMPLES)
     reqs, params, owners = plan_requests(problems, prompts, sampling_cls, sampling_cfg, seed,
-                                         read_samples(path).keys())
+                                         read_samples(path).keys(), only)
     if not reqs:
         return None
-    terminate_last_line(path)
     hashes = [prompt_hash(p) for p in prompts]
     written: list[set[int]] = [set() for _ in reqs]
-    with open(path, "a", encoding="utf-8") as f:
-        def write(k: int, index: int, **fields) -> None:
-            j, first, _ = owners[k]
-            p = problems[j]
-            row = {"problem_id": p.id, "sample_index": first + index,
-                   "seed": problem_seed(seed, j, sampling_cfg.n) + first + index,
-                   "prompt_tokens": len(reqs[k]), "prompt_hash": hashes[j], **fields}
-            if isinstance(p.answer, (str, int, float)):
-                row["gold"] = p.answer
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-            f.flush()  # on disk (page cache) before the next sample: survives a kill
-            written[k].add(index)
 
-        def on_sample(k: int, comp: Any) -> None:
-            write(k, comp.index, completion=comp.text, completion_tokens=len(comp.token_ids),
-                  finish_reason=comp.finish_reason, error=None,
-                  metrics=dict(getattr(comp, "metrics", None) or {}))
+    def write(k: int, index: int, **fields) -> None:
+        j, first, _ = owners[k]
+        p = problems[j]
+        row = {"problem_id": p.id, "sample_index": first + index,
+               "seed": problem_seed(seed, j, sampling_cfg.n) + first + index,
+               "prompt_tokens": len(reqs[k]), "prompt_hash": hashes[j], **fields}
+        if isinstance(p.answer, (str, int, float)):
+            row["gold"] = p.answer
+        # On disk (page cache) before the next sample starts: survives a kill. Whole lines
+        # under a lock: the replicas of a data-parallel run append to the same file.
+        append_line(path, json.dumps(row, ensure_ascii=False) + "\n")
+        written[k].add(index)
 
-        segments: list[dict] = []
+    def on_sample(k: int, comp: Any) -> None:
+        write(k, comp.index, completion=comp.text, completion_tokens=len(comp.token_ids),
+              finish_reason=comp.finish_reason, error=None,
+              metrics=dict(getattr(comp, "metrics", None) or {}))
 
-        def record(seg: dict) -> None:
-            segments.append(seg)
-            append_jsonl(os.path.join(run_dir, STATS), seg)
+    segments: list[dict] = []
 
-        outs = timed_generate(llm, reqs, params, job, on_sample, record, use_tqdm)
-        for k, out in enumerate(outs):
-            j, first, count = owners[k]
-            left = [i for i in range(count) if i not in written[k]]
-            if left and getattr(out, "error", None):  # rejected: recorded, counted wrong
-                for i in left:
-                    write(k, i, completion="", completion_tokens=0, finish_reason="error",
-                          error=str(out.error))
-            elif left:
-                print(f"warning: the engine returned no completion for problem "
-                      f"{problems[j].id} samples {[first + i for i in left]} and no error; "
-                      f"rerun to generate them", file=sys.stderr)
+    def record(seg: dict) -> None:
+        if replica is not None:
+            seg["replica"] = dict(replica)
+        segments.append(seg)
+        append_jsonl(os.path.join(run_dir, STATS), seg)
+
+    outs = timed_generate(llm, reqs, params, job, on_sample, record, use_tqdm)
+    for k, out in enumerate(outs):
+        j, first, count = owners[k]
+        left = [i for i in range(count) if i not in written[k]]
+        if left and getattr(out, "error", None):  # rejected: recorded, counted wrong
+            for i in left:
+                write(k, i, completion="", completion_tokens=0, finish_reason="error",
+                      error=str(out.error))
+        elif left:
+            print(f"warning: the engine returned no completion for problem "
+                  f"{problems[j].id} samples {[first + i for i in left]} and no error; "
+                  f"rerun to generate them", file=sys.stderr)
     return segments[0]
 
 

@@ -27,7 +27,8 @@ from omegaconf import OmegaConf
 # Engine settings that only decide how work is scheduled or how memory is sized: changing
 # one resumes the same run. (Batched float arithmetic may still differ in the last bits.)
 SCHEDULING_ONLY = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
-                   "kv_cache_tokens", "enforce_eager", "async_scheduling", "device")
+                   "kv_cache_tokens", "enforce_eager", "async_scheduling", "device",
+                   "data_parallel_size")
 WHAT = {"settings": "the engine/sampling/model/task settings",
         "task_version": "the task version (its prompt or row handling changed in the code)",
         "problems": "the problems' text (the data file, or the instruction)",

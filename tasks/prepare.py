@@ -82,6 +82,11 @@ def validate(cfg) -> None:
         flag = "baseline.only" if b.only else "baseline.retime"
         raise ConfigError(f"{flag}=true needs a budget run (the Full-KV baseline of a "
                           f"compressed run); engine=fullkv is its own baseline")
+    if e.data_parallel_size < 1:
+        raise ConfigError(f"engine.data_parallel_size={e.data_parallel_size} must be >= 1")
+    if e.data_parallel_size > 1 and b.retime:
+        raise ConfigError("baseline.retime=true times one engine against its baseline in "
+                          "this process; run it with engine.data_parallel_size=1")
     if b.only and b.retime:
         raise ConfigError("baseline.retime=true times this run against its baseline; "
                           "baseline.only=true does not run it")
@@ -100,6 +105,7 @@ def validate(cfg) -> None:
 def engine_kwargs(e) -> dict:
     d = OmegaConf.to_container(e, resolve=True)
     d.pop("name")
+    d.pop("data_parallel_size")  # how many engines, not an engine option (tasks/replicas.py)
     extra = d.pop("extra")
     kw = {k: v for k, v in d.items() if v is not None and v != {}}
     kw["budget"] = d["budget"]  # None is meaningful: Full KV

@@ -1,7 +1,8 @@
 """A run folder's files and who owns them.
 
 samples.jsonl   generation only, append-only: one finished sample per line, flushed before
-                the next one starts. Nothing ever rewrites or deletes a line of it.
+                the next one starts (every replica of a data-parallel run appends to it,
+                each line whole under a lock). Nothing ever rewrites or deletes a line of it.
 scores.jsonl    the scorer: one verdict per scored sample, replaced atomically per scoring.
 summary.json    the scorer, replaced atomically.
 generation_stats.jsonl, run.json, config.yaml, retime.json   generation (under the run lock).
@@ -10,6 +11,7 @@ Readers keep going past lines they cannot use and report them with their line nu
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from dataclasses import dataclass, field
@@ -114,6 +116,23 @@ def read_jsonl_lenient(path: str) -> list[dict]:
     return out
 
 
+def append_line(path: str, line: str) -> None:
+    """Append one whole line, safely when several processes append to the same file (the
+    replicas of a data-parallel run): under an exclusive flock, in one write, after a newline
+    if the file ends in a line cut short by a kill (that line is kept and reported, never
+    glued to this one). In the OS page cache when it returns: it survives a kill."""
+    data = line.encode("utf-8")
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released by close
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
+        while data:
+            data = data[os.write(fd, data):]
+    finally:
+        os.close(fd)
+
+
 def append_jsonl(path: str, row: dict) -> None:
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    append_line(path, json.dumps(row, ensure_ascii=False) + "\n")

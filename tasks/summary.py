@@ -50,11 +50,30 @@ def accuracy(rows: list[dict], key: str = "correct") -> dict:
     return out
 
 
+def generation_wall_time(timed: list[dict]) -> float:
+    """Wall time of the generate calls. Replicas of one data-parallel launch (same
+    `replica.group`) ran at the same time: their group counts from its first start to its
+    last end (one host's perf_counter), not the sum of their calls."""
+    groups: dict[str, list[dict]] = defaultdict(list)
+    wall = 0.0
+    for s in timed:
+        group = (s.get("replica") or {}).get("group")
+        if group is None or s.get("start_s") is None:
+            wall += s["wall_time_s"]
+        else:
+            groups[group].append(s)
+    for segs in groups.values():
+        wall += (max(s["start_s"] + s["wall_time_s"] for s in segs)
+                 - min(s["start_s"] for s in segs))
+    return wall
+
+
 def throughput(segments: list[dict]) -> dict:
     """Aggregate over every timed generation segment (each resume is one, interrupted ones
-    included): output tok/s = tokens the engine generated / wall time of its generate calls."""
+    included): output tok/s = tokens the engine(s) generated / wall time of the generate
+    calls (concurrent replicas counted once, generation_wall_time)."""
     timed = [s for s in segments if (s.get("wall_time_s") or 0) > 0]
-    wall = sum(s["wall_time_s"] for s in timed)
+    wall = generation_wall_time(timed)
     out_tok = sum(s.get("num_output_tokens", 0) or 0 for s in timed)
     comp = sum(s.get("compression_time_s", 0.0) or 0.0 for s in timed)
     mean_run = (sum((s.get("mean_running") or 0.0) * s["wall_time_s"] for s in timed) / wall
@@ -67,6 +86,7 @@ def throughput(segments: list[dict]) -> dict:
         # An interrupted segment whose unfinished work the engine did not report counts
         # only its finished samples' tokens: the rate is then a lower bound.
         "throughput_lower_bound": bool(unmeasured),
+        # the largest of one engine (replicas of a launch are not added up)
         "peak_running": max((s.get("peak_running") or 0 for s in timed), default=None),
         "mean_running": mean_run,
         "compression_time_share": comp / wall if wall > 0 else None,
@@ -74,6 +94,8 @@ def throughput(segments: list[dict]) -> dict:
         "num_preemptions": sum(s.get("num_preemptions", 0) or 0 for s in timed),
         "time_to_finish_s": wall,                   # all generate() calls of this run
         "generation_segments": len(timed),
+        "data_parallel_replicas": max(((s.get("replica") or {}).get("size", 1) for s in timed),
+                                      default=1),
         "interrupted_segments": sum(1 for s in timed if s.get("interrupted")),
     }
 

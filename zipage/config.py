@@ -35,7 +35,7 @@ class EngineConfig:
     # Schedule step N+1 while step N runs on the device (its sampled tokens stay on the
     # device as the next inputs); outputs are identical to synchronous scheduling.
     async_scheduling: bool = False
-    tensor_parallel_size: int = 1
+    tensor_parallel_size: int = 1  # ranks, one process (and GPU) each; docs/design.md
 
     @classmethod
     def from_kwargs(cls, model: str, **kwargs) -> "EngineConfig":
@@ -72,8 +72,9 @@ class EngineConfig:
             raise ValueError(f"load_format must be 'auto' or 'dummy', got {self.load_format!r}")
         if self.device not in ("auto", "cuda", "cpu"):
             raise ValueError(f"device must be 'auto', 'cuda' or 'cpu', got {self.device!r}")
-        if self.tensor_parallel_size != 1:
-            raise ValueError("tensor_parallel_size > 1 is not supported yet")
+        tp = self.tensor_parallel_size
+        if not isinstance(tp, int) or isinstance(tp, bool) or tp < 1:
+            raise ValueError(f"tensor_parallel_size must be a positive integer, got {tp!r}")
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ValueError("gpu_memory_utilization must be in (0, 1]")
         if self.max_num_batched_tokens < b:

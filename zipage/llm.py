@@ -7,10 +7,18 @@ from zipage.config import EngineConfig
 from zipage.engine.llm_engine import InvalidRequest, LLMEngine
 from zipage.engine.progress import Progress
 from zipage.models.loader import build_model, load_hf_config, load_tokenizer, resolve
-from zipage.models.spec import spec_from_hf_config
+from zipage.models.spec import rank_spec, spec_from_hf_config
 from zipage.outputs import GenerateStats, RequestOutput
 from zipage.sampling_params import SamplingParams
 from zipage.worker.model_runner import ModelRunner
+
+
+def load_engine_tokenizer(model: str, **options):
+    """The tokenizer ``LLM(model, **options).tokenizer`` would have, without loading weights."""
+    cfg = EngineConfig.from_kwargs(model, **options)
+    path, gguf = resolve(cfg.model, cfg.load_format)
+    spec = spec_from_hf_config(load_hf_config(path, gguf))
+    return load_tokenizer(path, gguf, cfg.tokenizer, spec.vocab_size)
 
 
 class LLM:
@@ -24,13 +32,29 @@ class LLM:
         self.tokenizer = load_tokenizer(path, gguf, cfg.tokenizer, self.spec.vocab_size)
         self.max_model_len = self._max_model_len()
         self.eos_token_ids = self._eos_ids(hf_config)
-        model_obj = build_model(self.spec, path, gguf, cfg.load_format, self.dtype, self.device, cfg.seed)
-        runner = ModelRunner(cfg, model_obj, self.device, self.dtype, self.max_model_len,
-                             self.eos_token_ids)
+        if cfg.tensor_parallel_size > 1:
+            runner = self._tp_runner(path, gguf)
+        else:
+            model_obj = build_model(self.spec, path, gguf, cfg.load_format, self.dtype,
+                                    self.device, cfg.seed)
+            runner = ModelRunner(cfg, model_obj, self.device, self.dtype, self.max_model_len,
+                                 self.eos_token_ids)
         print(runner.plan.describe(cfg.block_size, self.max_model_len, cfg.num_kept_blocks))
         self.engine = LLMEngine(cfg, runner, self.tokenizer, self.eos_token_ids,
                                 self.max_model_len, self.spec.vocab_size)
         self.last_stats = GenerateStats()
+
+    def _tp_runner(self, path, gguf):
+        """One process per rank (GPU r of the visible ones, or the CPU with gloo)."""
+        from zipage.distributed.tp_runner import RankSetup, TPRunner
+        n = self.config.tensor_parallel_size
+        rank_spec(self.spec, n)  # a shape that does not split fails here, before any process
+        if self.device.type == "cuda" and torch.cuda.device_count() < n:
+            raise ValueError(f"tensor_parallel_size={n} needs {n} GPUs; "
+                             f"{torch.cuda.device_count()} visible")
+        setup = RankSetup(self.config, self.spec, path, gguf, self.dtype, self.max_model_len,
+                          frozenset(self.eos_token_ids))
+        return TPRunner(setup, n, self.device.type)
 
     def _max_model_len(self) -> int:
         limit = self.spec.max_position_embeddings
@@ -62,6 +86,9 @@ class LLM:
     def shutdown(self) -> None:
         """Release the model, KV cache and CUDA graphs now (before building another engine)."""
         import gc
+        close = getattr(getattr(self.engine, "runner", None), "close", None)
+        if close is not None:
+            close()  # tensor-parallel ranks: stopped and joined
         self.engine = None
         gc.collect()
         if self.device.type == "cuda":

@@ -63,3 +63,16 @@ def sleep_forever(tp, pid_file: str) -> None:
     with open(f"{pid_file}.{tp.rank}", "w") as f:
         f.write(str(os.getpid()))
     time.sleep(600)
+
+
+def runner_pool(tp, folder: str, tokens_per_rank: list[int]) -> dict:
+    """A ModelRunner on this rank's shard, each rank offered a different pool: the plan."""
+    from zipage.config import EngineConfig
+    from zipage.models.loader import build_model, spec_for
+    from zipage.worker.model_runner import ModelRunner
+    cfg = EngineConfig(model=folder, block_size=16, kv_cache_tokens=tokens_per_rank[tp.rank],
+                       tensor_parallel_size=tp.size)
+    model = build_model(spec_for(folder, None), folder, None, "auto", torch.float32, tp.device,
+                        tp=tp)
+    runner = ModelRunner(cfg, model, tp.device, torch.float32, 256)
+    return {"blocks": runner.plan.num_blocks, "kv_shape": tuple(runner.kv_cache.shape)}

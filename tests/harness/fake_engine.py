@@ -139,3 +139,26 @@ class FakeLLM:
         self.last_stats = FakeStats(wall_time_s=wall, num_output_tokens=tokens,
                                     num_prompt_tokens=0, peak_running=1, mean_running=1.0,
                                     compression_time_s=0.0, num_compressions=0, **kw)
+
+
+def make_engine(model_id, kwargs):
+    """A module-level engine factory (picklable: data-parallel replicas are spawned).
+    FAKE_CRASH_REPLICA=r with FAKE_CRASH_AFTER=k: replica r raises after k samples;
+    FAKE_STEP_S=s: every step sleeps s seconds; FAKE_PID_DIR=d: each replica writes its pid
+    to d/<rank>."""
+    import os
+    import time
+    crash = None
+    rank = os.environ.get("ZIPAGE_DP_RANK", "0")
+    if os.environ.get("FAKE_CRASH_REPLICA") == rank:
+        crash = int(os.environ["FAKE_CRASH_AFTER"])
+    if os.environ.get("FAKE_PID_DIR"):
+        with open(os.path.join(os.environ["FAKE_PID_DIR"], rank), "w") as f:
+            f.write(str(os.getpid()))
+    delay = float(os.environ.get("FAKE_STEP_S", "0"))
+    on_step = (lambda step: time.sleep(delay)) if delay else None
+    return FakeLLM(model_id, crash_after=crash, on_step=on_step, **kwargs), FakeSamplingParams
+
+
+def make_tokenizer(model_id, kwargs):
+    return FakeTokenizer()

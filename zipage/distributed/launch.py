@@ -41,12 +41,14 @@ class RankProcesses:
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs.values()]
 
-    def start(self, fn, *args, first: int = 0) -> None:
-        """Start ranks first..world_size-1; `fn` and `args` must be picklable."""
+    def start(self, fn, *args, first: int = 0, rank_args: dict | None = None) -> None:
+        """Start ranks first..world_size-1 running ``fn(tp, *args, *rank_args[rank])``;
+        `fn` and the arguments must be picklable (pipe ends are)."""
         for rank in range(first, self.world_size):
+            own = tuple((rank_args or {}).get(rank, ()))
             p = self.ctx.Process(target=_rank_main, daemon=True, name=f"zipage-tp-rank{rank}",
                                  args=(rank, self.world_size, self.store_path, self.device_type,
-                                       os.getpid(), fn, args, self.results))
+                                       os.getpid(), fn, args + own, self.results))
             p.start()
             self.procs[rank] = p
 

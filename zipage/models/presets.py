@@ -12,6 +12,10 @@ HUB_IDS = {
     "qwen3-1.7b": "Qwen/Qwen3-1.7B",
     "r1-distill-qwen-7b": "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
     "r1-distill-llama-8b": "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
+    # more than one GPU for high concurrency (tensor_parallel_size=2, 4 or 8)
+    "qwen3-14b": "Qwen/Qwen3-14B",
+    "qwen3-32b": "Qwen/Qwen3-32B",
+    "r1-distill-qwen-32b": "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B",
 }
 
 _QWEN3 = dict(architectures=["Qwen3ForCausalLM"], model_type="qwen3", vocab_size=151936,
@@ -22,6 +26,15 @@ SHAPES = {
                      num_attention_heads=32, num_key_value_heads=8, tie_word_embeddings=False),
     "qwen3-1.7b": dict(_QWEN3, hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
                        num_attention_heads=16, num_key_value_heads=8, tie_word_embeddings=True),
+    "qwen3-14b": dict(_QWEN3, hidden_size=5120, intermediate_size=17408, num_hidden_layers=40,
+                      num_attention_heads=40, num_key_value_heads=8, tie_word_embeddings=False),
+    "qwen3-32b": dict(_QWEN3, hidden_size=5120, intermediate_size=25600, num_hidden_layers=64,
+                      num_attention_heads=64, num_key_value_heads=8, tie_word_embeddings=False),
+    "r1-distill-qwen-32b": dict(
+        architectures=["Qwen2ForCausalLM"], model_type="qwen2", vocab_size=152064,
+        hidden_size=5120, intermediate_size=27648, num_hidden_layers=64, num_attention_heads=40,
+        num_key_value_heads=8, rms_norm_eps=1e-5, max_position_embeddings=131072,
+        rope_parameters={"rope_theta": 1000000.0, "rope_type": "default"}, tie_word_embeddings=False),
     "r1-distill-qwen-7b": dict(
         architectures=["Qwen2ForCausalLM"], model_type="qwen2", vocab_size=152064,
         hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,

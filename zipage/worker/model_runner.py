@@ -1,4 +1,6 @@
 """Executes scheduler decisions on one device: compress, forward, sample. No policy here."""
+from dataclasses import replace
+
 import numpy as np
 import torch
 
@@ -17,7 +19,8 @@ class ModelRunner:
     def __init__(self, cfg: EngineConfig, model: CausalLM, device: torch.device,
                  dtype: torch.dtype, max_model_len: int, eos_token_ids: set[int] = frozenset()):
         self.cfg, self.model, self.device, self.dtype = cfg, model, device, dtype
-        self.spec = model.spec
+        self.spec = model.rank_spec  # this rank's heads (the whole model at TP=1)
+        self.tp = model.tp
         self.block_size = cfg.block_size
         self.window = cfg.observation_window
         self.max_model_len = max_model_len
@@ -25,6 +28,8 @@ class ModelRunner:
         peak = self._profile_peak_memory() if device.type == "cuda" else 0
         self.plan: MemoryPlan = plan_memory(self.spec, cfg, dtype, device, peak,
                                               max_model_len=max_model_len)
+        if self.tp.size > 1:  # every rank holds the same block ids: the smallest pool wins
+            self.plan = replace(self.plan, num_blocks=self.tp.min(self.plan.num_blocks))
         self._allocate_caches()
         self.compressor = None
         if cfg.budget is not None:
