@@ -10,11 +10,15 @@ Storage variants ("kv"):
   head_calib    simulated: as layer_calib, one scale per (layer, KV head, K or V)
 Simulated variants quantise-dequantise K/V in the model-dtype cache at the write (the
 engine's KV write is wrapped); nothing else changes. Texts: MATH-500 problems + solutions
-(scripts/fidelity_texts.py); a run at budget B has the first B tokens as prompt, Full KV the
-first `--prompt-tokens`; every cell is scored on text positions >= max(budgets) + block.
+(scripts/fidelity_texts.py). Full KV cells run one engine prefill per text and score every
+position >= --score-from (teacher forcing is causal and prefill attention reads K/V back from
+the cache, so these are the log p of teacher-forced decoding, for one forward). A Zipage
+cell at budget B has the first B tokens as prompt and forces the rest through decode steps
+(compressing every block, as in a long generation); it is scored on positions >= B + block.
 
-  python -m scripts.fp8_fidelity --num-texts 4 --text-tokens 2048 --block-size 64 \\
-      --budgets 256 512 --out results/fp8_fidelity
+  python -m scripts.fp8_fidelity --num-texts 4 --text-tokens 1536 --out results/fp8_full
+  python -m scripts.fp8_fidelity --num-texts 2 --text-tokens 1024 --block-size 64 \\
+      --full-variants --budgets 256 --out results/fp8_zipage_256
 """
 import argparse
 import json
@@ -94,6 +98,34 @@ def _calibrate(model, text, num_layers, block, device):
     return sim.amax / FP8_MAX  # (2, L, H)
 
 
+def _prefill_logprobs(args, texts, opts):
+    """log p(text[i]) for i >= 1 of every text, from one Full-KV engine prefill each."""
+    from zipage import LLM
+    from zipage.layers.attention import AttentionMetadata
+    n = max(len(t) for t in texts)
+    llm = LLM(args.model, device=args.device, block_size=args.block_size, max_num_seqs=1,
+              kv_cache_tokens=n + args.block_size, enable_prefix_caching=False, **opts)
+    runner, out = llm.runner, []
+    i32 = dict(dtype=torch.int32, device=runner.device)
+    with torch.inference_mode():
+        for t in texts:
+            ids = torch.tensor(t, device=runner.device)
+            meta = AttentionMetadata(
+                slot_mapping=torch.arange(len(t), device=runner.device), num_decode=0,
+                prefill_block_tables=torch.arange(-(-len(t) // args.block_size), **i32)[None],
+                prefill_cu_seqlens_q=torch.tensor([0, len(t)], **i32),
+                prefill_context_lens=torch.tensor([len(t)], **i32), prefill_max_q_len=len(t))
+            hidden = runner.model(ids, torch.arange(len(t), device=runner.device), meta)
+            lps = []
+            for s in range(0, len(t) - 1, 256):
+                e = min(s + 256, len(t) - 1)
+                logp = torch.log_softmax(runner.model.logits(hidden[s:e]).float(), -1)
+                lps += logp.gather(1, ids[s + 1:e + 1, None])[:, 0].tolist()
+            out.append(lps)
+    llm.shutdown()
+    return out
+
+
 def _run(args, texts, kv, budget, scales, num_layers):
     opts = fm.options(fm.DEFAULT, args.sinks) if budget else {}
     sim = None
@@ -104,16 +136,15 @@ def _run(args, texts, kv, budget, scales, num_layers):
              "head_calib": scales}[kv]
         sim = _SimulatedStore(num_layers, s)
         attention_mod.store_kv = sim
-    # Full KV: teacher forcing is causal, so a prompt up to the first scored token gives the
-    # same log p as decoding from a short prompt, for one prefill instead of decode steps
-    prompt = budget or args.score_from
     try:
-        recs, stats = fe.run_engine(args.model, texts, prompt, budget, args.block_size, opts,
-                                    args.device)
+        if budget is None:  # log p of text[1:]: position i + 1 at index i
+            return _prefill_logprobs(args, texts, opts), 1
+        recs, _ = fe.run_engine(args.model, texts, budget, budget, args.block_size, opts,
+                                args.device)
     finally:
         if sim is not None:
             attention_mod.store_kv = sim.original
-    return [r["logprobs"] for r in recs], prompt, stats
+    return [r["logprobs"] for r in recs], budget
 
 
 def main():
@@ -124,6 +155,7 @@ def main():
     ap.add_argument("--block-size", type=int, default=64)
     ap.add_argument("--budgets", type=int, nargs="*", default=[256, 512])
     ap.add_argument("--full-variants", nargs="*", default=list(VARIANTS), choices=VARIANTS)
+    ap.add_argument("--score-from", type=int, default=64, help="first scored position (Full KV)")
     ap.add_argument("--sinks", type=int, default=4)
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--device", default="cpu")
@@ -139,16 +171,17 @@ def main():
     from zipage.models.loader import load_hf_config, resolve
     from zipage.models.spec import spec_from_hf_config
     num_layers = spec_from_hf_config(load_hf_config(*resolve(args.model, "auto"))).num_layers
-    scales = _calibrate(args.model, calib, num_layers, args.block_size, args.device)
-    score_from = args.score_from = max(args.budgets or [0]) + args.block_size
-    full = [kv for kv in args.full_variants if kv != "head_calib"]
-    cells = [(kv, None) for kv in full] + [(kv, b) for b in args.budgets for kv in ("auto", "fp8")]
-    cells += [("head_calib", None)] if "head_calib" in args.full_variants else []
+    scales = None
+    if any(kv.endswith("_calib") for kv in args.full_variants):
+        scales = _calibrate(args.model, calib, num_layers, args.block_size, args.device)
+    cells = [(kv, None) for kv in args.full_variants]
+    cells += [(kv, b) for b in args.budgets for kv in ("auto", "fp8")]
     results, out = {}, Path(args.out)
     for kv, budget in cells:
         t0 = time.perf_counter()
-        lps, prompt, _ = _run(args, texts, kv, budget, scales, num_layers)
-        nll = [-x for t in lps for x in t[score_from - prompt:]]
+        lps, first = _run(args, texts, kv, budget, scales, num_layers)
+        score_from = budget + args.block_size if budget else args.score_from
+        nll = [-x for t in lps for x in t[score_from - first:]]
         key = f"{kv}@{budget or 'full'}"
         results[key] = dict(nll=nll, minutes=(time.perf_counter() - t0) / 60)
         print(f"{key}: NLL {sum(nll) / len(nll):.5f} over {len(nll)} tokens "
@@ -169,16 +202,17 @@ def _report(args, results, out):
     lines = [f"# FP8 KV cache fidelity ({args.model}, teacher forcing, CPU)", "",
              f"`python -m scripts.fp8_fidelity {' '.join(_argv())}`", "",
              f"{args.num_texts} MATH-500 texts x {args.text_tokens} tokens, block "
-             f"{args.block_size}; scored positions >= {max(args.budgets or [0]) + args.block_size}"
-             f" ({len(results['auto@full']['nll'])} tokens). Delta: paired NLL difference vs "
-             f"the full-precision (fp32) cache of the same cell, nats/token, ± standard error.",
+             f"{args.block_size}; Full KV scored from position {args.score_from}, budget B "
+             f"from B + {args.block_size}. Delta: paired per-token NLL difference vs the "
+             f"full-precision (fp32) cache of the same cell, nats/token, ± standard error.",
              "", "| cell | NLL | Delta vs auto | minutes |", "|---|---|---|---|"]
     for key, r in results.items():
         kv, b = key.split("@")
         base = f"auto@{b}"
         nll = sum(r["nll"]) / len(r["nll"])
         delta = "" if kv == "auto" else "{:+.5f} ± {:.5f}".format(*_delta(results, key, base))
-        lines.append(f"| {key} | {nll:.5f} | {delta} | {r['minutes']:.1f} |")
+        lines.append(f"| {key} | {nll:.5f} ({len(r['nll'])} tokens) | {delta} | "
+                     f"{r['minutes']:.1f} |")
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
