@@ -28,6 +28,9 @@ def add_model_arguments(p: argparse.ArgumentParser, default: str = "qwen3-8b",
                    help="auto = bfloat16 on a GPU, float32 on the CPU (the engine's rule)")
     p.add_argument("--tensor-parallel-size", type=int, default=1,
                    help="GPUs (rank processes) per engine; LLM(tensor_parallel_size=N)")
+    p.add_argument("--kv-cache-dtype", default="auto", choices=("auto", "fp8"),
+                   help="KV cache storage: auto = the model dtype; fp8 = e4m3 with a float32 "
+                        "scale per (token, KV head) (docs/fp8.md)")
     if cpu_smoke:
         p.add_argument("--cpu-smoke", action="store_true",
                        help="tiny random Qwen3 on the CPU (checks the flow, not speed)")
@@ -63,7 +66,7 @@ def torch_dtype(name: str, device: torch.device) -> torch.dtype:
 
 def engine_model(args, device: torch.device) -> tuple[str, dict, object]:
     """(model for LLM(...), base engine options, temporary folder to clean up or None)."""
-    opts = {"dtype": args.dtype, "seed": args.seed}
+    opts = {"dtype": args.dtype, "seed": args.seed, "kv_cache_dtype": args.kv_cache_dtype}
     if getattr(args, "tensor_parallel_size", 1) > 1:
         opts["tensor_parallel_size"] = args.tensor_parallel_size
     if device.type == "cpu":

@@ -115,7 +115,7 @@ def bytes_read(a, llm, stats: dict, tracer: StepTracer | None) -> float:
         budget = a.budget if llm.config.budget is not None else None
         kv = a.num_requests * (a.output_len - 1) * mean_decode_context(
             a.prompt_len, a.output_len, budget, a.block_size)
-    return stats["num_steps"] * weights + kv * kv_bytes_per_token(spec, dtype)
+    return stats["num_steps"] * weights + kv * kv_bytes_per_token(spec, dtype, a.kv_cache_dtype)
 
 
 def report(a, env: dict, workload: dict, results: list[dict], copy_bw: float | None) -> dict:
@@ -148,7 +148,7 @@ def main(a) -> int:
     model, base, tmp = bc.engine_model(a, device)
     workload = {k: getattr(a, k) for k in (
         "model", "num_requests", "prompt_len", "output_len", "budget", "block_size", "scoring",
-        "temperature", "seed", "kv_cache_tokens", "async_scheduling", "dtype")}
+        "temperature", "seed", "kv_cache_tokens", "async_scheduling", "dtype", "kv_cache_dtype")}
     env = bc.print_header(device, workload)
     vocab = bc.prompt_vocab(model)
     prompts = bc.random_prompts(a.num_requests, a.prompt_len, vocab, a.seed)

@@ -26,7 +26,9 @@ from zipage.models.presets import SHAPES
 def add_arguments(p):
     bc.add_model_arguments(p)
     bc.add_common_arguments(p)
-    p.add_argument("--num-requests", type=int, default=None, help="default 256 (smoke: 8)")
+    p.add_argument("--num-requests", type=int, default=None,
+                   help="default 256 (smoke: 8); 0 = fill the pool: as many requests as run at "
+                        "once (llm.max_concurrency; needs --skip-hf)")
     p.add_argument("--prompt-len", type=int, default=None, help="default 128 (smoke: 16)")
     p.add_argument("--output-len", type=int, default=None, help="default 512 (smoke: 16)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (both engines)")
@@ -38,6 +40,9 @@ def add_arguments(p):
     p.add_argument("--max-num-batched-tokens", type=int, default=None)
     p.add_argument("--max-model-len", type=int, default=None)
     p.add_argument("--gpu-memory-utilization", type=float, default=None)
+    p.add_argument("--kv-cache-gib", type=float, default=None,
+                   help="KV pool of this many GiB (K, V, scales, global score), whatever "
+                        "--kv-cache-dtype: equal memory for auto vs fp8 comparisons")
     p.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs for decode")
     p.add_argument("--hf-batch-size", type=int, default=None, help="default: all requests at once")
     p.add_argument("--hf-output-len", type=int, default=None,
@@ -48,7 +53,10 @@ def add_arguments(p):
 
 def _defaults(a):
     small = a.cpu_smoke
-    a.num_requests = a.num_requests or (8 if small else 256)
+    if a.num_requests is None:
+        a.num_requests = 8 if small else 256
+    if a.num_requests == 0 and not a.skip_hf:
+        raise SystemExit("--num-requests 0 (fill the pool) needs --skip-hf")
     a.prompt_len = a.prompt_len or (16 if small else 128)
     a.output_len = a.output_len or (16 if small else 512)
     a.hf_output_len = a.hf_output_len or a.output_len
@@ -86,6 +94,18 @@ def _engine_options(a, base: dict) -> dict:
     return opts
 
 
+def _pool_tokens(a, model: str, opts: dict, dtype) -> int:
+    """kv_cache_tokens of a --kv-cache-gib pool (zipage/worker/memory.py's block bytes)."""
+    from zipage.config import EngineConfig
+    from zipage.models.loader import resolve, spec_for
+    from zipage.worker.memory import bytes_per_block
+    cfg = EngineConfig.from_kwargs(model, **opts)
+    spec = spec_for(*resolve(model, cfg.load_format))
+    with_score = cfg.budget is not None and cfg.compression.use_global_score
+    block = bytes_per_block(spec, cfg.block_size, dtype, with_score, cfg.kv_cache_dtype)
+    return int(a.kv_cache_gib * 2**30 // block) * cfg.block_size
+
+
 def main(a) -> int:
     _defaults(a)
     device = bc.device_for(a)
@@ -98,7 +118,8 @@ def main(a) -> int:
                     output_len=a.output_len, hf_output_len=a.hf_output_len,
                     hf_batch_size=a.hf_batch_size, temperature=a.temperature, seed=a.seed,
                     budget=a.budget, scoring=a.scoring if a.budget else None, ignore_eos=True,
-                    dtype=str(dtype).replace("torch.", ""), device=str(device))
+                    dtype=str(dtype).replace("torch.", ""), device=str(device),
+                    kv_cache_dtype=a.kv_cache_dtype, kv_cache_gib=a.kv_cache_gib)
     env = bc.print_header(device, workload)
     V, N, P = hf_cfg.vocab_size, a.num_requests, a.prompt_len
     prompts = bc.random_prompts(N, P, V, a.seed)
@@ -115,6 +136,8 @@ def main(a) -> int:
     result["hf"] = hf
 
     opts = _engine_options(a, base_opts)
+    if a.kv_cache_gib is not None:
+        opts["kv_cache_tokens"] = _pool_tokens(a, model, opts, dtype)
     if device.type == "cuda":
         print(f"== GPU memory before the engine: {torch.cuda.memory_allocated() / 2**30:.2f} GiB "
               f"allocated, {torch.cuda.memory_reserved() / 2**30:.2f} GiB reserved", flush=True)
@@ -125,9 +148,15 @@ def main(a) -> int:
     print(f"== engine built in {load_s:.1f} s; options {opts}", flush=True)
     result["engine_options"] = {k: getattr(cfg, k) for k in (
         "block_size", "budget", "max_num_seqs", "max_num_batched_tokens", "max_model_len",
-        "gpu_memory_utilization", "enforce_eager", "enable_prefix_caching", "kv_cache_tokens")}
+        "gpu_memory_utilization", "enforce_eager", "enable_prefix_caching", "kv_cache_tokens",
+        "kv_cache_dtype")}
     result["engine_options"]["max_model_len"] = llm.max_model_len
-
+    result["engine_options"]["num_kv_blocks"] = llm.num_kv_blocks
+    if N == 0:  # fill the pool: every request runs at once (fresh prompts, as above)
+        N = workload["num_requests"] = llm.max_concurrency
+        prompts, warm_prompts, prefill_prompts = (bc.random_prompts(N, P, V, a.seed + i)
+                                                  for i in range(3))
+        print(f"== filling the pool: {N} requests (llm.max_concurrency)", flush=True)
     def run(batch, out_len, tqdm=False):
         sp = SamplingParams(temperature=a.temperature, max_tokens=out_len, ignore_eos=True)
         bc.sync(device)
@@ -156,8 +185,8 @@ def main(a) -> int:
         result["identical_to_hf"] = same
 
     spec = llm.spec
-    item = torch.tensor([], dtype=llm.dtype).element_size()
-    kv_per_token = spec.num_layers * spec.num_kv_heads * spec.head_dim * 2 * item
+    from zipage.sim.shapes import kv_bytes_per_token
+    kv_per_token = kv_bytes_per_token(spec, llm.dtype, cfg.kv_cache_dtype)
     roof = None  # tensor parallel: the weights live in the rank processes (no roofline)
     if hasattr(llm.runner, "model"):
         weight_bytes, weight_note = roofline.decode_weight_bytes(llm.runner.model)
@@ -194,4 +223,6 @@ def main(a) -> int:
               f"{roof['copy_bandwidth_GBps']:.0f} GB/s copy (estimate)")
     if tmp is not None:
         tmp.cleanup()
+    llm.shutdown()  # callers may build another engine in this process (scripts/fp8_throughput)
+    a.result = result
     return 1 if bad else 0

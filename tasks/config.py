@@ -56,6 +56,7 @@ class EngineCfg:
     max_model_len: Optional[int] = None
     gpu_memory_utilization: Optional[float] = None
     kv_cache_tokens: Optional[int] = None
+    kv_cache_dtype: Optional[str] = None  # null/"auto": the model dtype; "fp8": e4m3 + scales
     dtype: Optional[str] = None
     device: str = "auto"
     enforce_eager: Optional[bool] = None

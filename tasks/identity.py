@@ -46,17 +46,29 @@ def settings(eff, device: str) -> dict:
     engine = OmegaConf.to_container(eff.engine, resolve=True)
     extra = engine.pop("extra")
     engine = {k: v for k, v in {**engine, **extra}.items() if k not in SCHEDULING_ONLY}
+    if engine.get("kv_cache_dtype", "auto") in (None, "auto"):  # the default: keys made
+        engine.pop("kv_cache_dtype", None)  # before the option existed stay the same
     return {"engine": engine, "sampling": OmegaConf.to_container(eff.sampling, resolve=True),
             "model": OmegaConf.to_container(eff.model, resolve=True),
             "task": OmegaConf.to_container(eff.task, resolve=True), "seed": eff.seed,
             "device": device}
 
 
+def kv_cache_dtype(eff) -> str:
+    """The run's KV storage ("auto" or "fp8"), from engine.kv_cache_dtype or engine.extra."""
+    e = eff.engine
+    value = e.get("kv_cache_dtype") or (e.get("extra") or {}).get("kv_cache_dtype")
+    return value or "auto"
+
+
 def run_name(eff, device: str) -> str:
-    """<task>/<model>/<engine>[-b<budget>]-n<n>-len<max_tokens>[-lim<limit>]-s<seed>-<hash>,
-    from the values that ran (CPU clamps applied); the same command maps to the same folder."""
+    """<task>/<model>/<engine>[-b<budget>][-fp8]-n<n>-len<max_tokens>[-lim<limit>]-s<seed>-
+    <hash>, from the values that ran (CPU clamps applied); the same command maps to the same
+    folder. An fp8 KV cache is in the name and the hash (never a bf16 run's folder)."""
     e, s = eff.engine, eff.sampling
     b = f"-b{e.budget}" if e.budget is not None else ""
+    kv = kv_cache_dtype(eff)
+    b += "" if kv == "auto" else f"-{kv}"
     lim = f"-lim{eff.task.limit}" if eff.task.limit is not None else ""
     return (f"{eff.task.name}/{eff.model.name}/{e.name}{b}-n{s.n}-len{s.max_tokens}{lim}"
             f"-s{eff.seed}-{digest(settings(eff, device), 8)}")

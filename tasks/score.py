@@ -15,7 +15,7 @@ import sys
 from omegaconf import OmegaConf
 
 from tasks.base import DataError
-from tasks.identity import baseline_mismatch, read_meta
+from tasks.identity import baseline_mismatch, kv_cache_dtype, read_meta
 from tasks.prepare import ConfigError, load_problems, task_from_config
 from tasks.samples import (CONFIG, META, RETIME, SAMPLES, SCORES, STATS, SUMMARY, read_jsonl_lenient,
                            read_samples, write_atomic, write_jsonl_atomic)
@@ -64,6 +64,7 @@ def rescore(run_dir: str, workers: int | None = None, timeout: float | None = No
 
     s = {"task": cfg.task.name, "model": cfg.model.name, "engine": cfg.engine.name,
          "budget": cfg.engine.budget, "block_size": cfg.engine.block_size,
+         "kv_cache_dtype": kv_cache_dtype(cfg),
          "n": n, "max_tokens": cfg.sampling.max_tokens,
          "temperature": cfg.sampling.temperature, "seed": cfg.seed, "device": meta.get("device"),
          "run_dir": os.path.abspath(run_dir), "cpu_clamps": meta.get("cpu_clamps", []),

@@ -30,6 +30,9 @@ class EngineConfig:
     max_model_len: int | None = None
     gpu_memory_utilization: float = 0.9
     kv_cache_tokens: int | None = None  # explicit KV pool size (tokens); default on CPU
+    # "auto": K/V in the model dtype; "fp8": e4m3 with a float32 scale per (token, KV head)
+    # (docs/fp8.md): about half the bytes per token, so about twice the tokens per pool.
+    kv_cache_dtype: str = "auto"
     enable_prefix_caching: bool = True
     enforce_eager: bool = False  # True disables CUDA graphs for decode
     # Schedule step N+1 while step N runs on the device (its sampled tokens stay on the
@@ -70,6 +73,8 @@ class EngineConfig:
                 raise ValueError("observation_window + num_sink_tokens must not exceed the budget")
         if self.load_format not in ("auto", "dummy"):
             raise ValueError(f"load_format must be 'auto' or 'dummy', got {self.load_format!r}")
+        if self.kv_cache_dtype not in ("auto", "fp8"):
+            raise ValueError(f"kv_cache_dtype must be 'auto' or 'fp8', got {self.kv_cache_dtype!r}")
         if self.device not in ("auto", "cuda", "cpu"):
             raise ValueError(f"device must be 'auto', 'cuda' or 'cpu', got {self.device!r}")
         tp = self.tensor_parallel_size
@@ -90,6 +95,10 @@ class EngineConfig:
         if self.device == "cuda" and not torch.cuda.is_available():
             raise RuntimeError("device='cuda' but no CUDA GPU is available")
         return torch.device(self.device)
+
+    def kv_dtype(self, model_dtype: torch.dtype) -> torch.dtype:
+        """dtype of the K/V cache tensors."""
+        return torch.float8_e4m3fn if self.kv_cache_dtype == "fp8" else model_dtype
 
     def torch_dtype(self, device: torch.device) -> torch.dtype:
         if self.dtype == "auto":

@@ -95,4 +95,18 @@ def test_folder_name_follows_output_settings_only(tmp_path):
     assert name("engine.max_num_seqs=8") == base
     assert name("engine.observation_window=32") != base          # changes the outputs
     assert name("+engine.extra.kv_cache_dtype=fp8") != base      # a new engine setting joins
+    assert name("engine.kv_cache_dtype=auto") == base            # the default: same key as before
+    assert "-b512-fp8-" in name("engine.kv_cache_dtype=fp8") != base
     assert name("+task.options.instruction=Answer.") != base
+
+
+def test_fp8_run_and_its_baseline_never_share_a_bf16_folder(tmp_path, data_dir, engine):
+    auto = runner.evaluate(config(tmp_path, data_dir, "budget=512"), str(tmp_path / "auto"))
+    fp8 = runner.evaluate(config(tmp_path, data_dir, "budget=512", "engine.kv_cache_dtype=fp8"),
+                          str(tmp_path / "fp8"))
+    assert (auto["kv_cache_dtype"], fp8["kv_cache_dtype"]) == ("auto", "fp8")
+    assert fp8["baseline"]["run_dir"] != auto["baseline"]["run_dir"]
+    assert "fullkv-fp8-" in fp8["baseline"]["run_dir"]
+    kinds = [(e.kwargs["budget"], e.kwargs.get("kv_cache_dtype")) for e in
+             fake_engine.FakeLLM.instances]
+    assert kinds == [(512, None), (None, None), (512, "fp8"), (None, "fp8")]  # fp8 baseline

@@ -102,3 +102,15 @@ def naive_attention(q, k, v, scale, offset):
     mask = j <= offset + i
     o = torch.nn.functional.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask, scale=scale)
     return o.transpose(0, 1)
+
+
+def quantize_paged(cache):
+    """(fp8 cache, float32 scales) of a (NB, b, H, D) cache (fp8.quantize_reference), both
+    views inside NaN guards like make_paged's; NaN (poisoned) rows stay NaN."""
+    from zipage.kernels.fp8 import FP8_DTYPE, quantize_reference
+    q, s = quantize_reference(cache)
+    q_store = torch.full((q.shape[0] + 2, *q.shape[1:]), float("nan"), device=q.device)
+    s_store = torch.full((s.shape[0] + 2, *s.shape[1:]), float("nan"), device=q.device)
+    q_store, s_store = q_store.to(FP8_DTYPE), s_store
+    q_store[1:-1], s_store[1:-1] = q, s
+    return q_store[1:-1], s_store[1:-1]

@@ -58,22 +58,24 @@ class _Timer:
 
 
 def score_layers(k, query, score, batch: CompressionBatch, cfg: CompressionConfig, ops=None,
-                 timer=None):
+                 timer=None, k_scale=None):
     """Eviction scores of one layer chunk: (F, S) float32 (L', B, H_kv, n_max * b).
 
-    k: (L', NB, b, H_kv, D); query: (L', M, W, H_q, D); score: (L', NB, b, H_kv) or None.
+    k: (L', NB, b, H_kv, D); query: (L', M, W, H_q, D); score: (L', NB, b, H_kv) or None;
+    k_scale: (L', NB, b, H_kv) scales of an fp8 k (zipage/kernels/fp8.py) or None.
     S (the updated global score) is None unless cfg.use_global_score.
     """
     ops = ops or (TRITON_OPS if use_triton(k) else REFERENCE_OPS)
     timer = timer or _Timer(False, k.device)
     with timer("attention_score"):
         A = ops.attention_score(k, query, batch.slots, batch.block_tables, batch.phys_lens,
-                                batch.window_pos)
+                                batch.window_pos, k_scale=k_scale)
     rho = None
     if cfg.redundancy != "none":
         with timer("redundancy"):
             rho = ops.redundancy(k, batch.block_tables, batch.phys_lens,
-                                 cfg.redundancy == "lightning", cfg.redundancy_threshold)
+                                 cfg.redundancy == "lightning", cfg.redundancy_threshold,
+                                 unit_dtype=query.dtype)
     with timer("final_score"):
         return ops.final_score(
             A, rho, score if cfg.use_global_score else None, batch.block_tables,
@@ -103,13 +105,15 @@ def baseline_scores(batch: CompressionBatch, cfg: CompressionConfig, num_layers:
 
 def compress_batch(k_cache, v_cache, query_cache, score_cache, batch: CompressionBatch,
                    cfg: CompressionConfig, layer_chunk: int = 8, profile: bool = False,
-                   ops=None, generator: torch.Generator | None = None) -> dict[str, float]:
+                   ops=None, generator: torch.Generator | None = None, k_scale=None,
+                   v_scale=None) -> dict[str, float]:
     """Compress every request of `batch` to batch.num_keep tokens per (layer, KV head), in place.
 
     k_cache, v_cache: (L, NB, b, H_kv, D) (post-RoPE keys); query_cache: (L, M, W, H_q, D);
     score_cache: (L, NB, b, H_kv) global-score cache, required iff cfg.use_global_score
-    (written at the target slots of the kept tokens). The caller releases surplus blocks
-    after this returns (and after a stream sync when run on a side stream).
+    (written at the target slots of the kept tokens); k_scale, v_scale: (L, NB, b, H_kv)
+    scales of an fp8 cache (zipage/kernels/fp8.py), moved with their tokens. The caller
+    releases surplus blocks after this returns (and after a stream sync on a side stream).
     ops: TRITON_OPS / REFERENCE_OPS; default by device (Triton on CUDA or TRITON_INTERPRET=1).
     Returns per-stage times in ms when profile=True (one device sync), else {}.
     """
@@ -132,13 +136,16 @@ def compress_batch(k_cache, v_cache, query_cache, score_cache, batch: Compressio
             sl = slice(l0, min(l0 + layer_chunk, L))
             sc = score_cache[sl] if cfg.use_global_score else None
             if cfg.score == "attention":
-                F, S = score_layers(k_cache[sl], query_cache[sl], sc, batch, cfg, ops, timer)
+                F, S = score_layers(k_cache[sl], query_cache[sl], sc, batch, cfg, ops, timer,
+                                    None if k_scale is None else k_scale[sl])
             else:
                 F = baseline_scores(batch, cfg, sl.stop - sl.start, H, b, generator)
                 S = None
             with timer("topk"):
                 keep = select_keep(F, batch.num_keep)
             with timer("compact"):
+                scales = {} if k_scale is None else dict(k_scale=k_scale[sl],
+                                                         v_scale=v_scale[sl])
                 ops.compact(k_cache[sl], v_cache[sl], keep, batch.block_tables,
-                            batch.target_tables, batch.phys_lens, S, sc)
+                            batch.target_tables, batch.phys_lens, S, sc, **scales)
     return timer.result()

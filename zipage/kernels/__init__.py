@@ -15,6 +15,9 @@ paged_tiles.py      shared jit steps: paged offsets, K/V tile      kernels/test_
                     loads, dot operands, online softmax, the
                     decode/prefill K/V loop; argument conventions
 block_tables.py     host side of block tables (the references)     (compression tests)
+fp8.py              FP8 (e4m3) cache layout: per-(token, head)     kernels/test_fp8_kv.py,
+                    scales at offset // D; quantise/dequantise     compression/test_fp8_
+                    references (the kernels take k/v_scale)        compression.py
 _dispatch.py        Triton or the reference, by device             -
 
 GPU tests (compiled kernels vs references, `pytest -m gpu tests/gpu`):

@@ -12,6 +12,7 @@ import torch
 
 from zipage.kernels._dispatch import next_pow2, tl, triton
 from zipage.kernels.block_tables import check_tables, gather_positions
+from zipage.kernels.fp8 import check_scales, dequantize_reference, dot_dtype
 from zipage.kernels.paged_tiles import (LOG2E, dot_args, dot_operand, load_kv_tile,
                                         online_softmax_step, paged_offsets)
 
@@ -19,24 +20,24 @@ _TILE_N = 64  # keys per tile
 
 
 @triton.jit
-def _window_logits(q, k_cache_ptr, table_row_ptr, head_offset, stride_k_block, stride_k_slot,
-                   start, n, last_key, qk_scale, BLOCK_SIZE: tl.constexpr,
+def _window_logits(q, k_cache_ptr, k_scale_ptr, table_row_ptr, head_offset, stride_k_block,
+                   stride_k_slot, start, n, last_key, qk_scale, BLOCK_SIZE: tl.constexpr,
                    TILE_N: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
-                   DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr):
+                   DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr, QUANT: tl.constexpr):
     """Masked logits (log2 units) of the window rows against keys start..start+TILE_N."""
     keys = start + tl.arange(0, TILE_N)
     key_ok = keys < n
     offsets = head_offset + paged_offsets(table_row_ptr, keys, key_ok, stride_k_block,
                                           stride_k_slot, BLOCK_SIZE)
-    k = dot_operand(load_kv_tile(k_cache_ptr, offsets, key_ok, HEAD_DIM, HEAD_DIM_PAD),
-                    DOT_DTYPE)
+    k = dot_operand(load_kv_tile(k_cache_ptr, k_scale_ptr, offsets, key_ok, HEAD_DIM,
+                                 HEAD_DIM_PAD, QUANT), DOT_DTYPE)
     z = tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * qk_scale
     visible = key_ok[None, :] & (keys[None, :] <= last_key[:, None])  # padded rows: -1
     return tl.where(visible, z, float("-inf"))
 
 
 @triton.jit(do_not_specialize=["stride_table_row"])
-def _attention_score_kernel(query_cache_ptr, k_cache_ptr, out_ptr, slots_ptr,
+def _attention_score_kernel(query_cache_ptr, k_cache_ptr, k_scale_ptr, out_ptr, slots_ptr,
                             block_tables_ptr, phys_lens_ptr, window_pos_ptr, stride_q_layer,
                             stride_q_slot, stride_q_window, stride_q_head, stride_k_layer,
                             stride_k_block, stride_k_slot, stride_k_head, stride_out_layer,
@@ -45,7 +46,8 @@ def _attention_score_kernel(query_cache_ptr, k_cache_ptr, out_ptr, slots_ptr,
                             BLOCK_SIZE: tl.constexpr, GROUP: tl.constexpr,
                             GROUP_PAD: tl.constexpr, WINDOW_PAD: tl.constexpr,
                             TILE_N: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
-                            DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr):
+                            DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr,
+                            QUANT: tl.constexpr):
     kv_head = tl.program_id(0)
     req = tl.program_id(1)
     layer = tl.program_id(2).to(tl.int64)  # int64: layer offsets exceed 2**31 elements
@@ -68,55 +70,64 @@ def _attention_score_kernel(query_cache_ptr, k_cache_ptr, out_ptr, slots_ptr,
     m_i = tl.full([GROUP_PAD * WINDOW_PAD], -1e30, tl.float32)
     l_i = tl.zeros([GROUP_PAD * WINDOW_PAD], tl.float32)
     for start in range(0, n, TILE_N):
-        z = _window_logits(q, k_cache_ptr, table_row, head_offset, stride_k_block,
-                           stride_k_slot, start, n, last_key, qk_scale, BLOCK_SIZE, TILE_N,
-                           HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC)
+        z = _window_logits(q, k_cache_ptr, k_scale_ptr, table_row, head_offset,
+                           stride_k_block, stride_k_slot, start, n, last_key, qk_scale,
+                           BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC,
+                           QUANT)
         m_i, l_i, _, _ = online_softmax_step(m_i, l_i, z)
     inv_l = 1.0 / tl.where(l_i > 0, l_i, 1.0)  # padded rows: l_i = 0 and p = 0 anyway
     # pass 2: probabilities, max over the group, mean over the window
     out_row = (out_ptr + layer * stride_out_layer + req * stride_out_req
                + kv_head * stride_out_head)
     for start in range(0, n, TILE_N):
-        z = _window_logits(q, k_cache_ptr, table_row, head_offset, stride_k_block,
-                           stride_k_slot, start, n, last_key, qk_scale, BLOCK_SIZE, TILE_N,
-                           HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC)
+        z = _window_logits(q, k_cache_ptr, k_scale_ptr, table_row, head_offset,
+                           stride_k_block, stride_k_slot, start, n, last_key, qk_scale,
+                           BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC,
+                           QUANT)
         p = tl.exp2(z - m_i[:, None]) * inv_l[:, None]
         a = tl.sum(tl.max(tl.reshape(p, (GROUP_PAD, WINDOW_PAD, TILE_N)), 0), 0) / window
         keys = start + tl.arange(0, TILE_N)
         tl.store(out_row + keys, a, mask=keys < n)
 
 
-def attention_score(k_cache, query_cache, slots, block_tables, phys_lens, window_pos):
+def attention_score(k_cache, query_cache, slots, block_tables, phys_lens, window_pos,
+                    k_scale=None):
     """Window attention score of every physical slot (Triton).
 
     k_cache:      (L, NB, b, H_kv, D), last dim contiguous (a layer-chunk view is fine)
-    query_cache:  (L, M, W, H_q, D), same dtype as k_cache, H_q % H_kv == 0
+    query_cache:  (L, M, W, H_q, D), k_cache's dtype (the model dtype for an fp8 cache),
+                  H_q % H_kv == 0
     slots:        int32 (B,) query slot of each request
     block_tables: int32 (B, n_max), -1 padded
     phys_lens:    int32 (B,) valid physical tokens
     window_pos:   int32 (B, W) physical index of the token whose query is at ring index w
+    k_scale:      float32 (L, NB, b, H_kv) for an fp8 k_cache (fp8.py), else None
     returns       float32 (L, B, H_kv, n_max * b); 0 at slots >= phys_len
     """
     L, NB, b, H, D = k_cache.shape
     W, Hq = query_cache.shape[2], query_cache.shape[3]
     check_tables(block_tables, phys_lens)
     assert k_cache.stride(-1) == 1 and query_cache.stride(-1) == 1
-    assert query_cache.dtype == k_cache.dtype and Hq % H == 0
+    quant = check_scales(k_cache, k_scale)
+    compute = dot_dtype(k_cache.dtype, query_cache.dtype)
+    assert query_cache.dtype == compute and Hq % H == 0
     B, n_max = block_tables.shape
     out = torch.zeros(L, B, H, n_max * b, dtype=torch.float32, device=k_cache.device)
     G = Hq // H
     group_pad, window_pad = next_pow2(G), next_pow2(W)
     window_pad = max(window_pad, 16 // group_pad)  # tl.dot needs >= 16 rows
     _attention_score_kernel[(H, B, L)](
-        query_cache, k_cache, out, slots, block_tables, phys_lens, window_pos,
+        query_cache, k_cache, k_scale if quant else k_cache, out, slots, block_tables,
+        phys_lens, window_pos,
         *query_cache.stride()[:4], *k_cache.stride()[:4], *out.stride()[:3],
         block_tables.stride(0), window_pos.stride(0), D ** -0.5 * LOG2E, W, HEAD_DIM=D,
         BLOCK_SIZE=b, GROUP=G, GROUP_PAD=group_pad, WINDOW_PAD=window_pad, TILE_N=_TILE_N,
-        HEAD_DIM_PAD=max(16, next_pow2(D)), **dot_args(k_cache.dtype), num_warps=4)
+        HEAD_DIM_PAD=max(16, next_pow2(D)), **dot_args(compute), QUANT=quant, num_warps=4)
     return out
 
 
-def attention_score_reference(k_cache, query_cache, slots, block_tables, phys_lens, window_pos):
+def attention_score_reference(k_cache, query_cache, slots, block_tables, phys_lens, window_pos,
+                              k_scale=None):
     """PyTorch version of attention_score (one request at a time, fp32)."""
     L, NB, b, H, D = k_cache.shape
     W, Hq = query_cache.shape[2], query_cache.shape[3]
@@ -124,7 +135,8 @@ def attention_score_reference(k_cache, query_cache, slots, block_tables, phys_le
     out = torch.zeros(L, B, H, n_max * b, dtype=torch.float32, device=k_cache.device)
     for s in range(B):
         n = int(phys_lens[s])
-        k = gather_positions(k_cache, block_tables[s], n).float()  # (L, n, H, D)
+        k = dequantize_reference(gather_positions(k_cache, block_tables[s], n), None if
+                                 k_scale is None else gather_positions(k_scale, block_tables[s], n))
         q = query_cache[:, int(slots[s])].float().view(L, W, H, Hq // H, D)
         z = torch.einsum("lwhgd,lnhd->lhgwn", q, k) * D ** -0.5
         visible = torch.arange(n, device=k.device)[None, :] <= window_pos[s, :, None]  # (W, n)

@@ -11,24 +11,27 @@ either source block i of the same request or a block this compaction never reads
 Since p <= j, a store only overwrites source positions <= the chunk's last slot, and later
 chunks read later positions. Within a chunk warps run unsynchronised, so a barrier separates
 the loads from the stores (and the launch disables async prefetching across it).
+An FP8 cache's scales (fp8.py: at offset // D) move with their rows, in the same chunk.
 """
 import torch
 
 from zipage.kernels._dispatch import next_pow2, tl, triton
 from zipage.kernels.block_tables import check_tables, flat_slots
+from zipage.kernels.fp8 import check_scales
 from zipage.kernels.paged_tiles import paged_offsets
 
 _TILE = 64  # slots per chunk
 
 
 @triton.jit(do_not_specialize=["stride_table_row"])
-def _compact_kernel(k_cache_ptr, v_cache_ptr, keep_ptr, score_ptr, score_cache_ptr,
+def _compact_kernel(k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr, keep_ptr, score_ptr,
+                    score_cache_ptr,
                     block_tables_ptr, target_tables_ptr, phys_lens_ptr, stride_k_layer,
                     stride_k_block, stride_k_slot, stride_k_head, stride_keep_layer,
                     stride_keep_req, stride_keep_head, stride_score_layer, stride_score_block,
                     stride_score_slot, stride_score_head, stride_table_row, stride_target_row,
                     HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr, SCORE: tl.constexpr,
-                    TILE: tl.constexpr, HEAD_DIM_PAD: tl.constexpr):
+                    TILE: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, QUANT: tl.constexpr):
     kv_head = tl.program_id(0)
     req = tl.program_id(1)
     layer = tl.program_id(2).to(tl.int64)
@@ -57,9 +60,15 @@ def _compact_kernel(k_cache_ptr, v_cache_ptr, keep_ptr, score_ptr, score_cache_p
         mask = moved[:, None] & col_ok
         k = tl.load(k_cache_ptr + src[:, None] + cols[None, :], mask=mask)
         v = tl.load(v_cache_ptr + src[:, None] + cols[None, :], mask=mask)
+        if QUANT:
+            k_scale = tl.load(k_scale_ptr + src // HEAD_DIM, mask=moved)
+            v_scale = tl.load(v_scale_ptr + src // HEAD_DIM, mask=moved)
         tl.debug_barrier()  # every load of the chunk lands before any store may overwrite it
         tl.store(k_cache_ptr + dst[:, None] + cols[None, :], k, mask=mask)
         tl.store(v_cache_ptr + dst[:, None] + cols[None, :], v, mask=mask)
+        if QUANT:
+            tl.store(k_scale_ptr + dst // HEAD_DIM, k_scale, mask=moved)
+            tl.store(v_scale_ptr + dst // HEAD_DIM, v_scale, mask=moved)
         if SCORE:
             score = tl.load(score_ptr + row + j, mask=kept)
             dst_score = score_head_offset + paged_offsets(
@@ -69,7 +78,7 @@ def _compact_kernel(k_cache_ptr, v_cache_ptr, keep_ptr, score_ptr, score_cache_p
 
 
 def compact(k_cache, v_cache, keep, block_tables, target_tables, phys_lens, score=None,
-            score_cache=None):
+            score_cache=None, k_scale=None, v_scale=None):
     """Move kept K/V (and scores) to target positions 0..K-1, in place (Triton).
 
     k_cache, v_cache: (L, NB, b, H_kv, D), identical strides, last dim contiguous
@@ -79,6 +88,7 @@ def compact(k_cache, v_cache, keep, block_tables, target_tables, phys_lens, scor
     target_tables: int32 (B, T) with T * b >= K; block i is source block i or a fresh block
     score:         float32 like keep (global score S per slot) or None
     score_cache:   (L, NB, b, H_kv): receives score at the target slots, or None
+    k/v_scale:     float32 (L, NB, b, H_kv) scales of an fp8 cache (moved with their rows)
     """
     L, NB, b, H, D = k_cache.shape
     check_tables(block_tables, phys_lens)
@@ -86,26 +96,30 @@ def compact(k_cache, v_cache, keep, block_tables, target_tables, phys_lens, scor
     assert k_cache.stride(-1) == 1 and keep.is_contiguous() and keep.dtype == torch.uint8
     assert target_tables.dtype == torch.int32
     B = block_tables.shape[0]
+    quant = check_scales(k_cache, k_scale) | check_scales(v_cache, v_scale)
     with_score = score_cache is not None
     if with_score:
         assert score is not None and score.shape == keep.shape and score.stride() == keep.stride()
     ssc = score_cache.stride() if with_score else (0, 0, 0, 0)
     _compact_kernel[(H, B, L)](
-        k_cache, v_cache, keep, score if with_score else keep,
-        score_cache if with_score else keep, block_tables, target_tables, phys_lens,
+        k_cache, v_cache, k_scale if quant else keep, v_scale if quant else keep, keep,
+        score if with_score else keep, score_cache if with_score else keep, block_tables, target_tables, phys_lens,
         *k_cache.stride()[:4], *keep.stride()[:3], *ssc, block_tables.stride(0),
         target_tables.stride(0), HEAD_DIM=D, BLOCK_SIZE=b, SCORE=with_score, TILE=_TILE,
-        HEAD_DIM_PAD=next_pow2(D), num_warps=4, num_stages=1)  # no prefetch past the barrier
+        HEAD_DIM_PAD=next_pow2(D), QUANT=quant,
+        num_warps=4, num_stages=1)  # no prefetch past the barrier
 
 
 def compact_reference(k_cache, v_cache, keep, block_tables, target_tables, phys_lens,
-                      score=None, score_cache=None):
+                      score=None, score_cache=None, k_scale=None, v_scale=None):
     """PyTorch version of compact: gather the kept rows into a temporary, then scatter."""
     L, NB, b, H, D = k_cache.shape
     dev = k_cache.device
     li = torch.arange(L, device=dev)[:, None, None]
     hi = torch.arange(H, device=dev)[None, :, None]
     caches = [c.view(L, NB * b, H, -1) for c in (k_cache, v_cache)]
+    if check_scales(k_cache, k_scale) | check_scales(v_cache, v_scale):
+        caches += [c.view(L, NB * b, H, 1) for c in (k_scale, v_scale)]
     if score_cache is not None:
         caches.append(score_cache.view(L, NB * b, H, 1))
     for s in range(block_tables.shape[0]):
@@ -119,7 +133,8 @@ def compact_reference(k_cache, v_cache, keep, block_tables, target_tables, phys_
         pos = idx.indices[..., :K]  # (L, H, K) increasing kept positions
         src = flat_slots(block_tables[s], n, b)[pos]
         dst = flat_slots(target_tables[s], K, b)[None, None, :]
-        rows = [c[li, src, hi].clone() for c in caches[:2]]  # gather everything first
+        moved = caches[:-1] if score_cache is not None else caches
+        rows = [c[li, src, hi].clone() for c in moved]  # gather everything first
         if score_cache is not None:
             rows.append(score[:, s].gather(-1, pos).unsqueeze(-1).to(score_cache.dtype))
         for c, r in zip(caches, rows):

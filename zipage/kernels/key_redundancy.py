@@ -11,11 +11,14 @@ c is symmetric, so one program per (tile of columns j, KV head, request x layer)
 rows i once and gets both sum_i c(i, j) (= the row sum of j) and l(j), c(l(j), j). Both
 contributions are added with atomics into a zeroed rho: row sums to j, the exemption
 -c(l(j), j) to l(j). Raw is O(n^2 D) per (layer, request, head); lightning O(n b D).
+An FP8 cache needs no scales here: a key's scale is per (token, head), so it cancels in u_j;
+the unit keys are rounded to unit_dtype (the model dtype) instead of the cache dtype.
 """
 import torch
 
 from zipage.kernels._dispatch import cdiv, next_pow2, tl, triton
 from zipage.kernels.block_tables import check_tables, gather_positions
+from zipage.kernels.fp8 import dot_dtype
 from zipage.kernels.paged_tiles import dot_args, dot_operand, load_kv_tile, paged_offsets
 
 _TILE = 64  # rows / columns per tile
@@ -25,10 +28,11 @@ _TILE = 64  # rows / columns per tile
 def _unit_keys(k_cache_ptr, table_row_ptr, head_offset, stride_k_block, stride_k_slot, pos,
                ok, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr,
                HEAD_DIM_PAD: tl.constexpr, DOT_DTYPE: tl.constexpr):
-    """Unit-norm keys of positions pos (fp32 norm, result rounded to the cache dtype)."""
+    """Unit-norm keys of positions pos (fp32 norm, result rounded to DOT_DTYPE)."""
     offsets = head_offset + paged_offsets(table_row_ptr, pos, ok, stride_k_block,
                                           stride_k_slot, BLOCK_SIZE)
-    k = load_kv_tile(k_cache_ptr, offsets, ok, HEAD_DIM, HEAD_DIM_PAD).to(tl.float32)
+    k = load_kv_tile(k_cache_ptr, k_cache_ptr, offsets, ok, HEAD_DIM, HEAD_DIM_PAD,
+                     False).to(tl.float32)  # no scale: it cancels in k / |k|
     norm = tl.maximum(tl.sqrt(tl.sum(k * k, 1)), 1e-6)
     return dot_operand(k / norm[:, None], DOT_DTYPE)
 
@@ -82,13 +86,16 @@ def _redundancy_kernel(k_cache_ptr, rho_ptr, block_tables_ptr, phys_lens_ptr, ba
     tl.atomic_add(rho + partner, -partner_c, mask=j_ok & (partner >= 0))
 
 
-def redundancy(k_cache, block_tables, phys_lens, lightning: bool, threshold: float):
+def redundancy(k_cache, block_tables, phys_lens, lightning: bool, threshold: float,
+               unit_dtype=None):
     """Redundancy sums rho of every physical slot (Triton).
 
     k_cache:      (L, NB, b, H_kv, D), last dim contiguous; lightning needs b % 16 == 0
     block_tables: int32 (B, n_max), -1 padded;  phys_lens: int32 (B,)
     lightning:    restrict pairs to the same physical block
     threshold:    cosine tau above which a pair counts as similar
+    unit_dtype:   dtype of the unit keys of an fp8 cache (the model dtype; default bf16);
+                  a full-precision cache uses its own dtype
     returns       float32 (L, B, H_kv, n_max * b); 0 at slots >= phys_len
     """
     L, NB, b, H, D = k_cache.shape
@@ -105,11 +112,16 @@ def redundancy(k_cache, block_tables, phys_lens, lightning: bool, threshold: flo
         k_cache, rho, block_tables, phys_lens, B, *k_cache.stride()[:4], *rho.stride()[:3],
         block_tables.stride(0), float(threshold), HEAD_DIM=D, BLOCK_SIZE=b,
         LIGHTNING=bool(lightning), TILE=tile, HEAD_DIM_PAD=max(16, next_pow2(D)),
-        **dot_args(k_cache.dtype), num_warps=4)
+        **dot_args(_unit_dtype(k_cache, unit_dtype)), num_warps=4)
     return rho
 
 
-def redundancy_reference(k_cache, block_tables, phys_lens, lightning: bool, threshold: float):
+def _unit_dtype(k_cache, unit_dtype):
+    return dot_dtype(k_cache.dtype, unit_dtype or torch.bfloat16)
+
+
+def redundancy_reference(k_cache, block_tables, phys_lens, lightning: bool, threshold: float,
+                         unit_dtype=None):
     """PyTorch version of redundancy: per request, dense similarity within each group of
     positions (lightning: each physical block, O(n b D); raw: the whole request, O(n^2 D))."""
     L, NB, b, H, D = k_cache.shape
@@ -120,7 +132,8 @@ def redundancy_reference(k_cache, block_tables, phys_lens, lightning: bool, thre
         if n == 0:
             continue
         k = gather_positions(k_cache, block_tables[s], n).float().transpose(1, 2)  # (L,H,n,D)
-        u = (k / k.norm(dim=-1, keepdim=True).clamp_min(1e-6)).to(k_cache.dtype).float()
+        u = k / k.norm(dim=-1, keepdim=True).clamp_min(1e-6)
+        u = u.to(_unit_dtype(k_cache, unit_dtype)).float()
         group = b if lightning else n
         groups = -(-n // group)
         u = torch.nn.functional.pad(u, (0, 0, 0, groups * group - n))

@@ -13,17 +13,19 @@ import math
 import torch
 
 from zipage.kernels._dispatch import cdiv, next_pow2, tl, triton, use_triton
+from zipage.kernels.fp8 import check_scales, dequantize_reference, dot_dtype
 from zipage.kernels.paged_tiles import LOG2E, attend_kv_tiles, dot_args, dot_operand
 
 
 @triton.jit(do_not_specialize=["stride_table_row", "num_splits"])
-def _split_kernel(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, context_lens_ptr,
+def _split_kernel(q_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
+                  block_tables_ptr, context_lens_ptr,
                   partial_out_ptr, partial_max_ptr, partial_sum_ptr, qk_scale,
                   stride_q_seq, stride_q_head, stride_k_block, stride_k_slot, stride_k_head,
                   stride_table_row, num_q_heads, num_splits, GROUP: tl.constexpr,
                   HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr,
                   GROUP_PAD: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
-                  DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr):
+                  DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr, QUANT: tl.constexpr):
     seq = tl.program_id(0)
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
@@ -48,13 +50,14 @@ def _split_kernel(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, context_len
     table_row = block_tables_ptr + seq.to(tl.int64) * stride_table_row
     head_offset = kv_head * stride_k_head
     m_i, l_i, acc = attend_kv_tiles(
-        q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, table_row, head_offset, stride_k_block,
-        stride_k_slot, key_start, full_end, last_key, qk_scale, False, BLOCK_SIZE, TILE_N,
-        HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC)
+        q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr, table_row,
+        head_offset, stride_k_block, stride_k_slot, key_start, full_end, last_key, qk_scale,
+        False, BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC, QUANT)
     m_i, l_i, acc = attend_kv_tiles(  # the context's partial last tile, if in this split
-        q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, table_row, head_offset, stride_k_block,
-        stride_k_slot, tl.maximum(key_start, full_end), key_end, last_key, qk_scale, True,
-        BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC)
+        q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr, table_row,
+        head_offset, stride_k_block, stride_k_slot, tl.maximum(key_start, full_end), key_end,
+        last_key, qk_scale, True, BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE,
+        DOT_PREC, QUANT)
 
     # empty splits (incl. context_len 0) store m=-inf, l=0, acc=0; the merge ignores them
     row = ((seq * num_q_heads + heads) * num_splits + split).to(tl.int64)
@@ -111,7 +114,8 @@ def decode_scratch(batch, num_q_heads, head_dim, num_splits, device):
 
 
 def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scale,
-                           num_splits=None, out=None, scratch=None, tile_n=None):
+                           num_splits=None, out=None, scratch=None, tile_n=None,
+                           k_scale=None, v_scale=None):
     """Attention of one new query token per request over its paged K/V.
 
     q:            (B, H_q, D); unit stride on D (B/H strides free).
@@ -123,11 +127,14 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
     out:          optional (B, H_q, D) output buffer (q.dtype).
     scratch:      optional decode_scratch(B, H_q, D, num_splits) buffers.
     tile_n:       keys per tile (default 64).
+    k/v_scale:    float32 (NB, b, H_kv) for an fp8 cache (dequantised on load), else None.
     Returns out (B, H_q, D) in q.dtype. No host sync: CUDA-graph capturable.
     """
     if not use_triton(q):
         return paged_decode_attention_reference(q, k_cache, v_cache, block_tables,
-                                                context_lens, scale, out=out)
+                                                context_lens, scale, out=out,
+                                                k_scale=k_scale, v_scale=v_scale)
+    quant = check_scales(k_cache, k_scale) | check_scales(v_cache, v_scale)
     B, H_q, D = q.shape
     _, bs, H_kv, _ = k_cache.shape
     assert H_q % H_kv == 0 and k_cache.stride() == v_cache.stride()
@@ -147,12 +154,13 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
         return out
     d_pad = max(16, next_pow2(D))
     _split_kernel[(B, H_kv, num_splits)](
-        q, k_cache, v_cache, block_tables, context_lens, partial_out, partial_max,
+        q, k_cache, v_cache, k_scale if quant else k_cache, v_scale if quant else v_cache,
+        block_tables, context_lens, partial_out, partial_max,
         partial_sum, scale * LOG2E, q.stride(0), q.stride(1), k_cache.stride(0),
         k_cache.stride(1), k_cache.stride(2), block_tables.stride(0), H_q, num_splits,
         GROUP=H_q // H_kv, HEAD_DIM=D, BLOCK_SIZE=bs, TILE_N=tile_n,
         GROUP_PAD=max(16, next_pow2(H_q // H_kv)), HEAD_DIM_PAD=d_pad,
-        **dot_args(k_cache.dtype), num_warps=4, num_stages=2)
+        **dot_args(dot_dtype(k_cache.dtype, q.dtype)), QUANT=quant, num_warps=4, num_stages=2)
     _merge_kernel[(B, H_q)](
         partial_out, partial_max, partial_sum, out, out.stride(0), out.stride(1), H_q,
         num_splits, HEAD_DIM=D, SPLITS_PAD=max(2, next_pow2(num_splits)), HEAD_DIM_PAD=d_pad,
@@ -161,7 +169,7 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
 
 
 def paged_decode_attention_reference(q, k_cache, v_cache, block_tables, context_lens, scale,
-                                     out=None, **_):
+                                     out=None, k_scale=None, v_scale=None, **_):
     """PyTorch reference, batched: gather every request's keys, masked fp32 softmax.
 
     It is also the CPU path of the engine, hence one gather for the whole batch rather than
@@ -175,8 +183,9 @@ def paged_decode_attention_reference(q, k_cache, v_cache, block_tables, context_
     if width == 0:
         return res
     pages = block_tables[:, :width].long().clamp(min=0)  # padding is masked below, never used
-    k = k_cache[pages].reshape(B, width * bs, H_kv, D).float()
-    v = v_cache[pages].reshape(B, width * bs, H_kv, D).float()
+    k = dequantize_reference(k_cache[pages], None if k_scale is None else k_scale[pages])
+    v = dequantize_reference(v_cache[pages], None if v_scale is None else v_scale[pages])
+    k, v = k.reshape(B, width * bs, H_kv, D), v.reshape(B, width * bs, H_kv, D)
     scores = torch.einsum("bkgd,bnkd->bkgn", q.float().view(B, H_kv, G, D) * scale, k)
     valid = torch.arange(width * bs, device=q.device)[None, :] < context_lens[:, None].long()
     scores = scores.masked_fill(~valid[:, None, None, :], float("-inf"))

@@ -12,17 +12,19 @@ of the program skip the causal mask; only the tiles along the diagonal apply it.
 import torch
 
 from zipage.kernels._dispatch import INTERPRET, cdiv, next_pow2, tl, triton, use_triton
+from zipage.kernels.fp8 import check_scales, dequantize_reference, dot_dtype
 from zipage.kernels.paged_tiles import LOG2E, attend_kv_tiles, dot_args, dot_operand
 
 
 @triton.jit(do_not_specialize=["stride_table_row"])
-def _prefill_kernel(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, cu_seqlens_q_ptr,
+def _prefill_kernel(q_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
+                    block_tables_ptr, cu_seqlens_q_ptr,
                     context_lens_ptr, out_ptr, qk_scale, stride_q_token, stride_q_head,
                     stride_out_token, stride_out_head, stride_k_block, stride_k_slot,
                     stride_k_head, stride_table_row, GROUP: tl.constexpr,
                     HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr, TILE_M: tl.constexpr,
                     TILE_N: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
-                    DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr):
+                    DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr, QUANT: tl.constexpr):
     # last query tiles have the most keys: launch them first for better tail balance
     tile = tl.num_programs(0) - 1 - tl.program_id(0)
     seq = tl.program_id(1)
@@ -56,13 +58,13 @@ def _prefill_kernel(q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, cu_seqlen
     table_row = block_tables_ptr + seq.to(tl.int64) * stride_table_row
     head_offset = kv_head * stride_k_head
     m_i, l_i, acc = attend_kv_tiles(
-        q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, table_row, head_offset, stride_k_block,
-        stride_k_slot, 0, full_end, last_key, qk_scale, False, BLOCK_SIZE, TILE_N, HEAD_DIM,
-        HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC)
+        q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr, table_row,
+        head_offset, stride_k_block, stride_k_slot, 0, full_end, last_key, qk_scale, False,
+        BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC, QUANT)
     m_i, l_i, acc = attend_kv_tiles(
-        q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, table_row, head_offset, stride_k_block,
-        stride_k_slot, full_end, key_end, last_key, qk_scale, True, BLOCK_SIZE, TILE_N,
-        HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC)
+        q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr, table_row,
+        head_offset, stride_k_block, stride_k_slot, full_end, key_end, last_key, qk_scale,
+        True, BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC, QUANT)
 
     o = acc / tl.where(l_i > 0.0, l_i, 1.0)[:, None]
     tl.store(out_ptr + token[:, None] * stride_out_token + head[:, None] * stride_out_head
@@ -82,7 +84,7 @@ def _launch_config(head_dim_pad: int, dtype: torch.dtype):
 
 def paged_prefill_attention(q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens,
                             max_q_len, scale, out=None, tile_m=None, tile_n=None,
-                            num_warps=None, num_stages=None):
+                            num_warps=None, num_stages=None, k_scale=None, v_scale=None):
     """Causal attention of packed new tokens over their sequences' paged K/V.
 
     q:            (T, H_q, D) packed; unit stride on D.
@@ -100,7 +102,9 @@ def paged_prefill_attention(q, k_cache, v_cache, block_tables, cu_seqlens_q, con
     if not use_triton(q):
         return paged_prefill_attention_reference(q, k_cache, v_cache, block_tables,
                                                  cu_seqlens_q, context_lens, max_q_len,
-                                                 scale, out=out)
+                                                 scale, out=out, k_scale=k_scale,
+                                                 v_scale=v_scale)
+    quant = check_scales(k_cache, k_scale) | check_scales(v_cache, v_scale)
     T, H_q, D = q.shape
     bs, H_kv = k_cache.shape[1], k_cache.shape[2]
     assert H_q % H_kv == 0 and k_cache.stride() == v_cache.stride()
@@ -113,21 +117,24 @@ def paged_prefill_attention(q, k_cache, v_cache, block_tables, cu_seqlens_q, con
     if T == 0 or num_seqs == 0 or max_q_len == 0:
         return out
     d_pad = max(16, next_pow2(D))
-    tm, tn, warps, stages = _launch_config(d_pad, k_cache.dtype)
+    compute = dot_dtype(k_cache.dtype, q.dtype)
+    tm, tn, warps, stages = _launch_config(d_pad, compute)
     tm, tn = tile_m or tm, tile_n or tn
     group = H_q // H_kv
     _prefill_kernel[(cdiv(max_q_len * group, tm), num_seqs, H_kv)](
-        q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens, out, scale * LOG2E,
+        q, k_cache, v_cache, k_scale if quant else k_cache, v_scale if quant else v_cache,
+        block_tables, cu_seqlens_q, context_lens, out, scale * LOG2E,
         q.stride(0), q.stride(1), out.stride(0), out.stride(1), k_cache.stride(0),
         k_cache.stride(1), k_cache.stride(2), block_tables.stride(0), GROUP=group,
         HEAD_DIM=D, BLOCK_SIZE=bs, TILE_M=tm, TILE_N=tn, HEAD_DIM_PAD=d_pad,
-        **dot_args(k_cache.dtype), num_warps=num_warps or warps,
+        **dot_args(compute), QUANT=quant, num_warps=num_warps or warps,
         num_stages=num_stages or stages)
     return out
 
 
 def paged_prefill_attention_reference(q, k_cache, v_cache, block_tables, cu_seqlens_q,
-                                      context_lens, max_q_len=None, scale=1.0, out=None):
+                                      context_lens, max_q_len=None, scale=1.0, out=None,
+                                      k_scale=None, v_scale=None):
     """PyTorch reference: per sequence, gather keys, bottom-right causal mask, fp32 softmax."""
     bs, H_kv = k_cache.shape[1], k_cache.shape[2]
     G = q.shape[1] // H_kv
@@ -139,8 +146,9 @@ def paged_prefill_attention_reference(q, k_cache, v_cache, block_tables, cu_seql
         if L == 0 or n == 0:
             continue
         blocks = block_tables[s, : -(-n // bs)].long()
-        k = k_cache[blocks].flatten(0, 1)[:n].float().repeat_interleave(G, 1)  # (n, H_q, D)
-        v = v_cache[blocks].flatten(0, 1)[:n].float().repeat_interleave(G, 1)
+        k, v = (dequantize_reference(c[blocks], None if sc is None else sc[blocks])
+                .flatten(0, 1)[:n].repeat_interleave(G, 1)  # (n, H_q, D)
+                for c, sc in ((k_cache, k_scale), (v_cache, v_scale)))
         scores = torch.einsum("ihd,jhd->hij", q[lo:hi].float() * scale, k)
         i = torch.arange(L, device=q.device)[:, None]
         j = torch.arange(n, device=q.device)[None, :]

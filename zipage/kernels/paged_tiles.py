@@ -36,8 +36,9 @@ _TL_DTYPES = {torch.float32: tl.float32, torch.float16: tl.float16,
 
 
 def dot_args(dtype: torch.dtype) -> dict:
-    """Constexpr kwargs of a kernel's tl.dot: DOT_DTYPE, the operand type (the cache dtype),
-    and DOT_PREC, "ieee" for fp32 operands (tf32 would lose ~1e-3; half types ignore it)."""
+    """Constexpr kwargs of a kernel's tl.dot: DOT_DTYPE, the operand type (the cache dtype;
+    for an FP8 cache the model dtype, fp8.dot_dtype), and DOT_PREC, "ieee" for fp32 operands
+    (tf32 would lose ~1e-3; half types ignore it)."""
     exact = dtype == torch.float32 or INTERPRET
     return dict(DOT_DTYPE=_TL_DTYPES[dtype], DOT_PREC="ieee" if exact else "tf32")
 
@@ -67,13 +68,19 @@ def paged_offsets(table_row_ptr, positions, mask, stride_block, stride_slot,
 
 
 @triton.jit
-def load_kv_tile(cache_ptr, row_offsets, row_mask, HEAD_DIM: tl.constexpr,
-                 HEAD_DIM_PAD: tl.constexpr):
+def load_kv_tile(cache_ptr, scale_ptr, row_offsets, row_mask, HEAD_DIM: tl.constexpr,
+                 HEAD_DIM_PAD: tl.constexpr, QUANT: tl.constexpr):
     """(rows, HEAD_DIM_PAD) tile of a K or V cache, row r from element row_offsets[r];
-    0 where row_mask is false and past HEAD_DIM."""
+    0 where row_mask is false and past HEAD_DIM. QUANT (an FP8 cache): float32 values
+    q * scale, the row's scale at scale_ptr + row_offsets[r] // HEAD_DIM (fp8.py);
+    otherwise scale_ptr is unused and the tile keeps the cache dtype."""
     cols = tl.arange(0, HEAD_DIM_PAD)
     mask = row_mask[:, None] & (cols[None, :] < HEAD_DIM)
-    return tl.load(cache_ptr + row_offsets[:, None] + cols[None, :], mask=mask, other=0.0)
+    x = tl.load(cache_ptr + row_offsets[:, None] + cols[None, :], mask=mask, other=0.0)
+    if QUANT:
+        scale = tl.load(scale_ptr + row_offsets // HEAD_DIM, mask=row_mask, other=0.0)
+        return x.to(tl.float32) * scale[:, None]
+    return x
 
 
 @triton.jit
@@ -88,11 +95,11 @@ def online_softmax_step(m_i, l_i, s):
 
 
 @triton.jit
-def attend_kv_tiles(q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, table_row_ptr, head_offset,
-                    stride_block, stride_slot, key_start, key_end, last_key, qk_scale,
-                    MASKED: tl.constexpr, BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr,
-                    HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
-                    DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr):
+def attend_kv_tiles(q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
+                    table_row_ptr, head_offset, stride_block, stride_slot, key_start, key_end,
+                    last_key, qk_scale, MASKED: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+                    TILE_N: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
+                    DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr, QUANT: tl.constexpr):
     """Attend the query tile q (rows, HEAD_DIM_PAD), a dot operand, to keys
     [key_start, key_end) of one sequence, TILE_N keys at a time, updating the online
     softmax state: running max m_i, sum l_i (rows,), unnormalised output acc (rows,
@@ -103,14 +110,14 @@ def attend_kv_tiles(q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, table_row_ptr, h
         key_ok = keys < key_end
         offsets = head_offset + paged_offsets(table_row_ptr, keys, key_ok, stride_block,
                                               stride_slot, BLOCK_SIZE)
-        k = dot_operand(load_kv_tile(k_cache_ptr, offsets, key_ok, HEAD_DIM, HEAD_DIM_PAD),
-                        DOT_DTYPE)
+        k = dot_operand(load_kv_tile(k_cache_ptr, k_scale_ptr, offsets, key_ok, HEAD_DIM,
+                                     HEAD_DIM_PAD, QUANT), DOT_DTYPE)
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * qk_scale
         if MASKED:
             s = tl.where(keys[None, :] <= last_key[:, None], s, float("-inf"))
         m_i, l_i, p, alpha = online_softmax_step(m_i, l_i, s)
-        v = dot_operand(load_kv_tile(v_cache_ptr, offsets, key_ok, HEAD_DIM, HEAD_DIM_PAD),
-                        DOT_DTYPE)
+        v = dot_operand(load_kv_tile(v_cache_ptr, v_scale_ptr, offsets, key_ok, HEAD_DIM,
+                                     HEAD_DIM_PAD, QUANT), DOT_DTYPE)
         acc = acc * alpha[:, None] + tl.dot(dot_operand(p, DOT_DTYPE), v,
                                             input_precision=DOT_PREC)
     return m_i, l_i, acc

@@ -23,21 +23,24 @@ class AttentionMetadata:
     query_slot_mapping: torch.Tensor | None = None  # (T,) flat ring index m*W+w, -1 skip
 
 
-def paged_attention(q, k, v, k_cache, v_cache, q_cache, meta: AttentionMetadata, scale: float):
-    """q (T, H_q, D), k/v (T, H_kv, D); caches (NB, b, H_kv, D); q_cache (M, W, H_q, D)."""
-    store_kv(k, v, k_cache, v_cache, meta.slot_mapping)
+def paged_attention(q, k, v, k_cache, v_cache, q_cache, meta: AttentionMetadata, scale: float,
+                    k_scale=None, v_scale=None):
+    """q (T, H_q, D), k/v (T, H_kv, D); caches (NB, b, H_kv, D); q_cache (M, W, H_q, D);
+    k/v_scale (NB, b, H_kv) for an fp8 cache (zipage/kernels/fp8.py), else None."""
+    store_kv(k, v, k_cache, v_cache, meta.slot_mapping, k_scale, v_scale)
+    scales = dict(k_scale=k_scale, v_scale=v_scale)
     if q_cache is not None and meta.query_slot_mapping is not None:
         store_rows(q.reshape(q.shape[0], -1), q_cache.view(-1, q.shape[1] * q.shape[2]),
                    meta.query_slot_mapping)
     n = meta.num_decode
     if n == q.shape[0]:
         return paged_decode_attention(q, k_cache, v_cache, meta.decode_block_tables,
-                                      meta.decode_context_lens, scale)
+                                      meta.decode_context_lens, scale, **scales)
     out = torch.empty_like(q)
     if n:
         out[:n] = paged_decode_attention(q[:n], k_cache, v_cache, meta.decode_block_tables,
-                                         meta.decode_context_lens, scale)
+                                         meta.decode_context_lens, scale, **scales)
     out[n:] = paged_prefill_attention(q[n:], k_cache, v_cache, meta.prefill_block_tables,
                                       meta.prefill_cu_seqlens_q, meta.prefill_context_lens,
-                                      meta.prefill_max_q_len, scale)
+                                      meta.prefill_max_q_len, scale, **scales)
     return out

@@ -57,8 +57,10 @@ class SelfAttention(nn.Module):
             self.q_norm = RMSNorm(d, spec.rms_norm_eps)
             self.k_norm = RMSNorm(d, spec.rms_norm_eps)
         self.qk_norm = spec.qk_norm
-        # Set by the runner: views into the paged KV pool and the query ring buffer.
+        # Set by the runner: views into the paged KV pool and the query ring buffer, and for
+        # an fp8 pool the K/V scales (zipage/kernels/fp8.py).
         self.k_cache = self.v_cache = self.q_cache = None
+        self.k_scale = self.v_scale = None
 
     def forward(self, x, positions, rotary: Rotary, meta: AttentionMetadata):
         t = x.shape[0]
@@ -68,7 +70,8 @@ class SelfAttention(nn.Module):
         if self.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = rotary(q, positions), rotary(k, positions)
-        o = paged_attention(q, k, v, self.k_cache, self.v_cache, self.q_cache, meta, self.scale)
+        o = paged_attention(q, k, v, self.k_cache, self.v_cache, self.q_cache, meta, self.scale,
+                            self.k_scale, self.v_scale)
         return self.o_proj(o.reshape(t, self.hq * self.d))
 
 

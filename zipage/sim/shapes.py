@@ -38,7 +38,10 @@ def parameter_counts(spec: ModelSpec) -> tuple[int, int]:
     return total, total if spec.tie_word_embeddings else total - embed
 
 
-def kv_bytes_per_token(spec: ModelSpec, dtype: torch.dtype) -> int:
+def kv_bytes_per_token(spec: ModelSpec, dtype: torch.dtype, kv_cache_dtype: str = "auto") -> int:
+    """K and V bytes of one token, all layers (fp8: 1 byte per element + float32 scales)."""
+    if kv_cache_dtype == "fp8":
+        return spec.num_layers * spec.num_kv_heads * (spec.head_dim + 4) * 2
     return spec.num_layers * spec.num_kv_heads * spec.head_dim * 2 * itemsize(dtype)
 
 

@@ -58,11 +58,13 @@ class Compressor:
 
     def run(self, tasks: list[CompressionTask]) -> None:
         r = self.runner
+        scales = {} if r.kv_scale is None else dict(k_scale=r.kv_scale[0], v_scale=r.kv_scale[1])
         for group in self.groups(tasks):
             times = compress_batch(r.kv_cache[0], r.kv_cache[1], r.query_cache, r.score_cache,
                                    self.build_batch(group), self.cfg.compression,
                                    layer_chunk=self.cfg.compress_layer_chunk,
-                                   profile=self.cfg.profile_compression, generator=self.generator)
+                                   profile=self.cfg.profile_compression, generator=self.generator,
+                                   **scales)
             for name, ms in times.items():
                 self.stage_ms[name] = self.stage_ms.get(name, 0.0) + ms
             if times:

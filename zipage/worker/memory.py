@@ -12,12 +12,18 @@ class MemoryPlan:
     num_query_slots: int
     block_bytes: int
     query_slot_bytes: int
+    kv_cache_dtype: str = "auto"
+    model_block_bytes: int = 0  # a block in the model dtype (for kv_cache_dtype="fp8")
 
     def describe(self, block_size: int, max_model_len: int, num_kept_blocks: int | None) -> str:
         gib = self.num_blocks * self.block_bytes / 2**30
         full = self.num_blocks // -(-max_model_len // block_size)
+        fp8 = ""
+        if self.kv_cache_dtype == "fp8":
+            fp8 = (f", fp8 e4m3 + scales: {self.model_block_bytes / self.block_bytes:.2f}x the "
+                   f"tokens per byte of the model dtype")
         text = (f"KV cache: {self.num_blocks} blocks x {block_size} tokens "
-                f"({self.num_blocks * block_size} tokens, {gib:.2f} GiB); "
+                f"({self.num_blocks * block_size} tokens, {gib:.2f} GiB{fp8}); "
                 f"Full-KV concurrency at max_model_len={max_model_len}: {full}")
         if num_kept_blocks is not None:
             text += (f"; compressed concurrency at {num_kept_blocks + 1} blocks/request: "
@@ -26,10 +32,14 @@ class MemoryPlan:
         return text
 
 
-def bytes_per_block(spec: ModelSpec, block_size: int, dtype: torch.dtype, with_score: bool) -> int:
+def bytes_per_block(spec: ModelSpec, block_size: int, dtype: torch.dtype, with_score: bool,
+                    kv_cache_dtype: str = "auto") -> int:
+    """K and V (fp8: one byte per element plus a float32 scale each per (token, head)) and
+    the global score (model dtype) of one block, all layers."""
     item = torch.tensor([], dtype=dtype).element_size()
-    per_token = spec.num_layers * spec.num_kv_heads * (2 * spec.head_dim + int(with_score))
-    return per_token * block_size * item
+    kv = 2 * (spec.head_dim + 4) if kv_cache_dtype == "fp8" else 2 * spec.head_dim * item
+    per_token = spec.num_layers * spec.num_kv_heads * (kv + int(with_score) * item)
+    return per_token * block_size
 
 
 def bytes_per_query_slot(spec: ModelSpec, window: int, dtype: torch.dtype) -> int:
@@ -43,19 +53,22 @@ def plan_kv_pool(spec: ModelSpec, cfg, dtype: torch.dtype, max_model_len: int,
     hold weights, activations and other processes; ``total_bytes=None`` (or an explicit
     ``kv_cache_tokens``): the explicit / CPU rule. The simulator sizes pools with it."""
     with_score = cfg.budget is not None and bool(cfg.compression.use_global_score)
-    block = bytes_per_block(spec, cfg.block_size, dtype, with_score)
+    kv_dtype = getattr(cfg, "kv_cache_dtype", "auto")
+    block = bytes_per_block(spec, cfg.block_size, dtype, with_score, kv_dtype)
+    extra = dict(kv_cache_dtype=kv_dtype,
+                 model_block_bytes=bytes_per_block(spec, cfg.block_size, dtype, with_score))
     slots = cfg.max_num_seqs if cfg.budget is not None else 0
     slot_bytes = bytes_per_query_slot(spec, cfg.observation_window, dtype)
     if cfg.kv_cache_tokens is not None or total_bytes is None:
         tokens = cfg.kv_cache_tokens or max(16384, 2 * max_model_len)
-        return MemoryPlan(-(-tokens // cfg.block_size), slots, block, slot_bytes)
+        return MemoryPlan(-(-tokens // cfg.block_size), slots, block, slot_bytes, **extra)
     available = total_bytes * cfg.gpu_memory_utilization - non_kv_bytes - slots * slot_bytes
     num_blocks = int(available // block)
     if num_blocks <= 0:
         raise RuntimeError(f"no GPU memory left for the KV cache (weights, activations and other "
                            f"processes take {non_kv_bytes / 2**30:.1f} GiB); raise "
                            f"gpu_memory_utilization or lower max_num_batched_tokens")
-    return MemoryPlan(num_blocks, slots, block, slot_bytes)
+    return MemoryPlan(num_blocks, slots, block, slot_bytes, **extra)
 
 
 def plan_memory(spec, cfg, dtype, device, peak_bytes: int, max_model_len: int) -> MemoryPlan:

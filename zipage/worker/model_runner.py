@@ -46,7 +46,11 @@ class ModelRunner:
     def _allocate_caches(self):
         s, p, b = self.spec, self.plan, self.block_size
         shape = (2, s.num_layers, p.num_blocks, b, s.num_kv_heads, s.head_dim)
-        self.kv_cache = torch.zeros(shape, dtype=self.dtype, device=self.device)
+        self.kv_cache = torch.zeros(shape, dtype=self.cfg.kv_dtype(self.dtype), device=self.device)
+        # fp8: a float32 scale per (token, KV head), laid out like the cache (kernels/fp8.py)
+        self.kv_scale = None
+        if self.cfg.kv_cache_dtype == "fp8":
+            self.kv_scale = torch.zeros(shape[:-1], dtype=torch.float32, device=self.device)
         self.query_cache = None
         if p.num_query_slots:
             self.query_cache = torch.zeros(s.num_layers, p.num_query_slots, self.window,
@@ -58,6 +62,8 @@ class ModelRunner:
         for i, layer in enumerate(self.model.model.layers):
             attn = layer.self_attn
             attn.k_cache, attn.v_cache = self.kv_cache[0, i], self.kv_cache[1, i]
+            if self.kv_scale is not None:
+                attn.k_scale, attn.v_scale = self.kv_scale[0, i], self.kv_scale[1, i]
             attn.q_cache = None if self.query_cache is None else self.query_cache[i]
 
     @torch.inference_mode()
@@ -66,9 +72,13 @@ class ModelRunner:
         s, b = self.spec, self.block_size
         tokens = min(self.cfg.max_num_batched_tokens, self.max_model_len)
         blocks = -(-tokens // b)
-        scratch = torch.zeros(2, blocks, b, s.num_kv_heads, s.head_dim, dtype=self.dtype, device=self.device)
+        shape = (2, blocks, b, s.num_kv_heads, s.head_dim)
+        scratch = torch.zeros(shape, dtype=self.cfg.kv_dtype(self.dtype), device=self.device)
+        scales = torch.zeros(shape[:-1], dtype=torch.float32, device=self.device)
         for layer in self.model.model.layers:
             layer.self_attn.k_cache, layer.self_attn.v_cache = scratch[0], scratch[1]
+            if self.cfg.kv_cache_dtype == "fp8":
+                layer.self_attn.k_scale, layer.self_attn.v_scale = scales[0], scales[1]
             layer.self_attn.q_cache = None
         torch.cuda.reset_peak_memory_stats(self.device)
         meta = AttentionMetadata(
@@ -83,7 +93,7 @@ class ModelRunner:
         self.model.logits(hidden[:rows]).softmax(-1)
         torch.cuda.synchronize(self.device)
         peak = torch.cuda.max_memory_allocated(self.device)
-        del scratch, hidden
+        del scratch, scales, hidden
         torch.cuda.empty_cache()
         return peak
 

@@ -1,0 +1,85 @@
+"""kv_cache_dtype="fp8" in the engine (CPU reference path): the pool is e4m3 plus scales and
+holds ~2x the tokens per byte, teacher-forced log p stay close to the full-precision cache,
+and compression keeps every kept token's value with its scale."""
+import pytest
+import torch
+
+from tests.engine.tiny_models import random_prompts, tiny_checkpoint
+from zipage import LLM, SamplingParams
+from zipage.config import EngineConfig
+from zipage.kernels.fp8 import FP8_DTYPE
+from zipage.sim.shapes import model_spec
+from zipage.worker.memory import plan_kv_pool
+
+B = 16
+
+
+@pytest.fixture(scope="module")
+def folder():
+    return tiny_checkpoint("qwen3")[0]
+
+
+def _forced(llm, prompts, texts):
+    params = [SamplingParams(temperature=0, forced_tokens=t) for t in texts]
+    outs = llm.generate(prompts, params, use_tqdm=False)
+    return torch.tensor([o.outputs[0].metrics["forced_logprobs"] for o in outs])
+
+
+def test_fp8_full_kv_is_close_to_full_precision(folder):
+    prompts = random_prompts([20, 7, 40], vocab=384, seed=5)
+    texts = random_prompts([60, 60, 60], vocab=384, seed=6)
+    auto = LLM(folder, device="cpu", block_size=B, kv_cache_tokens=1024)
+    fp8 = LLM(folder, device="cpu", block_size=B, kv_cache_tokens=1024, kv_cache_dtype="fp8")
+    assert fp8.runner.kv_cache.dtype == FP8_DTYPE and auto.runner.kv_scale is None
+    assert fp8.runner.kv_scale.shape == fp8.runner.kv_cache.shape[:-1]
+    ref, got = _forced(auto, prompts, texts), _forced(fp8, prompts, texts)
+    diff = (got - ref).abs()  # log p of random tokens (about -6) of a random tiny model
+    assert 0 < diff.max() < 0.3 and diff.mean() < 0.05  # quantised (not identical), but close
+
+
+def test_fp8_compression_moves_scales_with_values(folder):
+    llm = LLM(folder, device="cpu", block_size=B, kv_cache_tokens=4096, budget=64,
+              kv_cache_dtype="fp8")
+    runner, compressor = llm.runner, llm.runner.compressor
+    W, C = 16, 4
+    original, seen = compressor.run, []
+
+    def values(slots):  # dequantised K/V of flat slots, all layers
+        kv = runner.kv_cache.flatten(2, 3)[:, :, slots].float()
+        return kv * runner.kv_scale.flatten(2, 3)[:, :, slots, :, None]
+
+    def checked_run(tasks):
+        before = [values([t.old_table[p // B] * B + p % B
+                          for p in range(t.phys_len - W, t.phys_len)]) for t in tasks]
+        original(tasks)
+        for t, window in zip(tasks, before):
+            after = values([t.target_table[p // B] * B + p % B for p in range(C * B - W, C * B)])
+            assert torch.equal(after, window), "kept tokens must keep their own scales"
+        seen.append(len(tasks))
+
+    compressor.run = checked_run
+    base = random_prompts([40], vocab=384, seed=11)[0]
+    prompts = [base + [i] for i in range(3)] + random_prompts([100], vocab=384, seed=2)
+    outs = llm.generate(prompts, SamplingParams(max_tokens=150, temperature=0, ignore_eos=True),
+                        use_tqdm=False)
+    assert [len(o.token_ids) for o in outs] == [150] * 4 and sum(seen) > 0
+    assert llm.block_manager.num_hit_tokens > 0  # prefix blocks (and their scales) shared
+    assert llm.block_manager.num_free_blocks == llm.num_kv_blocks
+
+
+def test_fp8_plan_holds_about_twice_the_tokens():
+    spec = model_spec("qwen3-8b")
+    plans = {}
+    for kv in ("auto", "fp8"):
+        cfg = EngineConfig(model="x", budget=2048, kv_cache_dtype=kv)
+        plans[kv] = plan_kv_pool(spec, cfg, torch.bfloat16, 8192, total_bytes=140 * 2**30,
+                                 non_kv_bytes=20 * 2**30)
+    ratio = plans["fp8"].num_blocks / plans["auto"].num_blocks
+    assert 1.9 < ratio < 2.0  # 1 byte per element plus 4-byte scales per (token, head)
+    text = plans["fp8"].describe(256, 8192, 8)
+    assert "fp8" in text and "1.9" in text and "fp8" not in plans["auto"].describe(256, 8192, 8)
+
+
+def test_unknown_kv_cache_dtype_is_rejected():
+    with pytest.raises(ValueError, match="kv_cache_dtype"):
+        EngineConfig(model="x", kv_cache_dtype="int8")

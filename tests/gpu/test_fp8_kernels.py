@@ -1,0 +1,143 @@
+"""FP8 KV cache on CUDA: compiled kernels against their references (the KV write bit-exact,
+attention and compression to bf16 tolerance), and the engine with kv_cache_dtype="fp8"
+(CUDA graphs, compression) close to the bf16 cache.
+
+    python -m pytest -m gpu tests/gpu/test_fp8_kernels.py          (~1 min on an H200)
+"""
+from dataclasses import replace
+
+import pytest
+import torch
+
+from tests.compression.compression_scene import make_scene
+from tests.engine.tiny_models import random_prompts, tiny_checkpoint
+from tests.gpu.test_compression_kernels import engine_mix
+from tests.kernels.kernel_testlib import (cuda_kernels, decode_batch,  # noqa: F401
+                                          prefill_batch, quantize_paged)
+from zipage import LLM, SamplingParams
+from zipage.compression import REFERENCE_OPS, TRITON_OPS, CompressionConfig, compress_batch
+from zipage.kernels import (paged_decode_attention, paged_decode_attention_reference,
+                            paged_prefill_attention, paged_prefill_attention_reference,
+                            store_kv, store_kv_reference)
+from zipage.kernels.attention_score import attention_score, attention_score_reference
+from zipage.kernels.compact_kv import compact, compact_reference
+from zipage.kernels.eviction_score import select_keep
+from zipage.kernels.fp8 import FP8_DTYPE, dequantize_reference, quantize_reference
+from zipage.kernels.key_redundancy import redundancy, redundancy_reference
+
+BF16 = torch.bfloat16
+TOL = dict(rtol=2e-2, atol=2e-2)
+
+
+def _bits(t):
+    return t.view(torch.uint8) if t.dtype == FP8_DTYPE else t
+
+
+@pytest.mark.parametrize("N,H,D,bs,src", [(4096, 8, 128, 256, BF16), (1000, 3, 64, 16,
+                                                                      torch.float32)])
+def test_store_kv_fp8_bit_exact(cuda_kernels, N, H, D, bs, src):
+    NB = -(-N // bs) + 2
+    qkv = (torch.randn(N, 3 * H * D, device="cuda") * 4).to(src)
+    key, value = (qkv[:, i * H * D:(i + 1) * H * D].view(N, H, D) for i in (1, 2))
+    slots = torch.randperm(NB * bs, device="cuda")[:N]
+    slots[::7] = -1
+    got = [*quantize_paged(torch.randn(NB, bs, H, D, device="cuda")),
+           *quantize_paged(torch.randn(NB, bs, H, D, device="cuda"))]
+    want = [t.clone() for t in got]
+    store_kv(key, value, got[0], got[2], slots, got[1], got[3])
+    store_kv_reference(key, value, want[0], want[2], slots, want[1], want[3])
+    for g, w in zip(got, want):  # hardware e4m3 cast rounds to nearest even, like torch
+        assert torch.equal(_bits(g), _bits(w))
+
+
+@pytest.mark.parametrize("B,G,H_kv,D,bs,longest", [(128, 4, 8, 128, 256, 2304),
+                                                    (64, 3, 3, 64, 16, 2048)])
+def test_decode_fp8(cuda_kernels, B, G, H_kv, D, bs, longest):
+    ctx = torch.randint(1, longest + 1, (B,)).tolist()
+    ctx[0], ctx[-1] = longest, 0
+    q, k, v, table, lens = decode_batch(ctx, G, H_kv, D, bs, BF16, device="cuda")
+    (kc, ks), (vc, vs) = quantize_paged(k), quantize_paged(v)
+    out = paged_decode_attention(q, kc, vc, table, lens, D ** -0.5, k_scale=ks, v_scale=vs)
+    ref = paged_decode_attention_reference(q, kc, vc, table, lens, D ** -0.5, k_scale=ks,
+                                           v_scale=vs)
+    torch.testing.assert_close(out, ref, **TOL)
+
+
+@pytest.mark.parametrize("seqs,G,H_kv,D,bs", [([(2048, 2048), (37, 300), (1, 260), (0, 9)],
+                                                4, 8, 128, 256),
+                                               ([(300, 300), (64, 500)], 3, 3, 64, 16)])
+def test_prefill_fp8(cuda_kernels, seqs, G, H_kv, D, bs):
+    q, k, v, table, cu, ctx, _ = prefill_batch(seqs, G, H_kv, D, bs, BF16, device="cuda")
+    (kc, ks), (vc, vs) = quantize_paged(k), quantize_paged(v)
+    args = (table, cu, ctx, max(n for n, _ in seqs), D ** -0.5)
+    out = paged_prefill_attention(q, kc, vc, *args, k_scale=ks, v_scale=vs)
+    ref = paged_prefill_attention_reference(q, kc, vc, *args, k_scale=ks, v_scale=vs)
+    torch.testing.assert_close(out, ref, **TOL)
+
+
+@pytest.fixture(scope="module")
+def fp8_scene():
+    torch.manual_seed(0)
+    sc = make_scene(engine_mix(32, 2304, 256), L=2, b=256, C=8, H=8, G=4, D=128, W=16, M=35,
+                    dtype=torch.float32, device="cuda")
+    sc.k += 0.5
+    (k8, ks), (v8, vs) = quantize_reference(sc.k), quantize_reference(sc.v)
+    return replace(sc, q=sc.q.to(BF16)), k8, ks, v8, vs
+
+
+def test_compression_kernels_fp8(cuda_kernels, fp8_scene):
+    sc, k8, ks, v8, vs = fp8_scene
+    bt = sc.batch
+    args = (sc.q, bt.slots, bt.block_tables, bt.phys_lens, bt.window_pos)
+    torch.testing.assert_close(attention_score(k8, *args, k_scale=ks),
+                               attention_score_reference(k8, *args, k_scale=ks),
+                               rtol=1e-2, atol=1e-3)
+    rargs = (bt.block_tables, bt.phys_lens, True, 0.5)
+    torch.testing.assert_close(redundancy(k8, *rargs, unit_dtype=BF16),
+                               redundancy_reference(k8, *rargs, unit_dtype=BF16),
+                               rtol=1e-3, atol=1e-2)
+    F = torch.rand(2, bt.size, 8, bt.block_tables.shape[1] * 256, device="cuda")
+    for s, n in enumerate(bt.phys_lens.tolist()):
+        F[:, s, :, n - 16:n], F[:, s, :, n:] = float("inf"), float("-inf")
+    keep = select_keep(F, bt.num_keep)
+    results = []
+    for fn in (compact, compact_reference):
+        got = [t.clone() for t in (k8, v8, ks, vs)]
+        fn(got[0], got[1], keep, bt.block_tables, bt.target_tables, bt.phys_lens,
+           k_scale=got[2], v_scale=got[3])
+        results.append(got)
+    for g, w in zip(*results):
+        assert torch.equal(_bits(g).nan_to_num(), _bits(w).nan_to_num())
+
+
+def test_pipeline_fp8_keeps_the_same_tokens(cuda_kernels, fp8_scene):
+    sc, k8, ks, v8, vs = fp8_scene
+    cfg = CompressionConfig.full_score(observation_window=16)
+    out = []
+    for ops in (TRITON_OPS, REFERENCE_OPS):
+        got = [t.clone() for t in (k8, v8, ks, vs, sc.sc)]
+        compress_batch(got[0], got[1], sc.q, got[4], sc.batch, cfg, 2, ops=ops,
+                       k_scale=got[2], v_scale=got[3])
+        out.append(dequantize_reference(got[0], got[2]))
+    same = (out[0] == out[1]) | (out[0].isnan() & out[1].isnan())
+    assert same.float().mean() > 0.99
+
+
+def test_engine_fp8_on_cuda_is_close_to_bf16():
+    folder = tiny_checkpoint("qwen3")[0]
+    prompts = random_prompts([20, 7, 300, 40], vocab=384, seed=5)
+    texts = random_prompts([400] * 4, vocab=384, seed=6)
+    lps = {}
+    for kv in ("auto", "fp8"):
+        for budget in (None, 128):
+            llm = LLM(folder, block_size=16, budget=budget, kv_cache_dtype=kv,
+                      max_model_len=1024)
+            outs = llm.generate(prompts, [SamplingParams(temperature=0, forced_tokens=t)
+                                          for t in texts], use_tqdm=False)
+            lps[kv, budget] = torch.tensor([o.outputs[0].metrics["forced_logprobs"]
+                                            for o in outs])
+            assert llm.block_manager.num_free_blocks == llm.num_kv_blocks
+            llm.shutdown()
+    for budget in (None, 128):
+        diff = (lps["fp8", budget] - lps["auto", budget]).abs()
+        assert diff.mean() < 0.1, (budget, diff.mean())

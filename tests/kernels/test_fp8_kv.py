@@ -1,0 +1,104 @@
+"""FP8 KV cache (zipage/kernels/fp8.py): quantisation, the KV write, paged decode and prefill
+(Triton in the interpreter vs the PyTorch references)."""
+import pytest
+import torch
+from kernel_testlib import decode_batch, prefill_batch, quantize_paged
+
+from zipage.kernels import (paged_decode_attention, paged_decode_attention_reference,
+                            paged_prefill_attention, paged_prefill_attention_reference,
+                            store_kv, store_kv_reference)
+from zipage.kernels.fp8 import FP8_DTYPE, dequantize_reference, quantize_reference
+
+
+def test_quantize_reference_error_bound():
+    x = torch.randn(64, 4, 128) * torch.rand(64, 4, 1) * 50
+    x[0, 0] = 0.0  # an all-zero row: scale 0, values 0
+    q, s = quantize_reference(x)
+    assert q.dtype == FP8_DTYPE and s.shape == (64, 4)
+    assert s[0, 0] == 0 and torch.count_nonzero(q[0, 0].float()) == 0
+    back = dequantize_reference(q, s)
+    # e4m3: 3 mantissa bits, half an ulp is 2**-4 relative; below 2**-6 (subnormal) the
+    # absolute step is 2**-9 of the scale
+    bound = torch.maximum(x.abs() * 2**-4, s[..., None] * 2**-10)
+    assert bool(((back - x).abs() <= bound * 1.0001).all())
+    assert torch.equal(q.float().abs().amax(-1)[1:], torch.full((63, 4), 448.0))
+
+
+def _fp8_caches(NB, bs, H, D):
+    k, v = torch.randn(NB, bs, H, D), torch.randn(NB, bs, H, D)
+    return (*quantize_paged(k), *quantize_paged(v))
+
+
+@pytest.mark.parametrize("N,H,D,bs,NB", [(10, 2, 64, 16, 4), (7, 3, 80, 32, 2), (5, 8, 128, 16, 3)])
+def test_store_kv_fp8_matches_reference(triton_cpu, N, H, D, bs, NB):
+    qkv = torch.randn(N, 3 * H * D) * 3
+    key = qkv[:, H * D: 2 * H * D].view(N, H, D)
+    value = qkv[:, 2 * H * D:].view(N, H, D)
+    slots = torch.randperm(NB * bs)[:N].long()
+    slots[torch.randperm(N)[:2]] = -1
+    kc, ks, vc, vs = _fp8_caches(NB, bs, H, D)
+    ref = [t.clone() for t in (kc, ks, vc, vs)]
+    store_kv(key, value, kc, vc, slots, ks, vs)
+    store_kv_reference(key, value, ref[0], ref[2], slots, ref[1], ref[3])
+    for got, want in zip((kc, ks, vc, vs), ref):  # bit-exact, untouched slots included
+        if got.dtype == FP8_DTYPE:
+            got, want = got.view(torch.uint8), want.view(torch.uint8)
+        assert torch.equal(got, want)
+    written = slots[slots >= 0]
+    q, s = quantize_reference(key[slots >= 0])
+    assert torch.equal(kc.view(-1, H, D)[written].view(torch.uint8), q.view(torch.uint8))
+    assert torch.equal(ks.view(-1, H)[written], s)
+
+
+def test_fp8_cache_needs_scales():
+    kc = torch.zeros(2, 16, 2, 64, dtype=FP8_DTYPE)
+    x = torch.randn(1, 2, 64)
+    with pytest.raises(ValueError, match="scale"):
+        store_kv_reference(x, x, kc, kc, torch.tensor([3]))
+
+
+CTX = [0, 1, 15, 16, 17, 45, 70]
+
+
+@pytest.mark.parametrize("bs,G,H_kv,D,q_dtype", [
+    (16, 2, 2, 64, torch.float32), (32, 3, 1, 80, torch.float32), (16, 4, 2, 64, torch.bfloat16)])
+def test_decode_fp8_matches_reference(triton_cpu, bs, G, H_kv, D, q_dtype):
+    q, k_cache, v_cache, table, ctx = decode_batch(CTX, G, H_kv, D, bs)
+    q = q.to(q_dtype)
+    kc, ks = quantize_paged(k_cache)
+    vc, vs = quantize_paged(v_cache)
+    out = paged_decode_attention(q, kc, vc, table, ctx, D ** -0.5, num_splits=3, tile_n=16,
+                                 k_scale=ks, v_scale=vs)
+    ref = paged_decode_attention_reference(q, kc, vc, table, ctx, D ** -0.5, k_scale=ks,
+                                           v_scale=vs)
+    # the reference on the dequantised cache: FP8 is only a storage format
+    deq = paged_decode_attention_reference(q, dequantize_reference(kc, ks),
+                                           dequantize_reference(vc, vs), table, ctx, D ** -0.5)
+    torch.testing.assert_close(ref, deq, rtol=0, atol=0, equal_nan=True)
+    tol = dict(rtol=2e-2, atol=2e-2) if q_dtype == torch.bfloat16 else dict(rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(out, ref, **tol)
+    assert torch.count_nonzero(out[0]) == 0
+    # and FP8 stays close to the full-precision attention it replaces
+    full = paged_decode_attention_reference(q, k_cache, v_cache, table, ctx, D ** -0.5)
+    assert (ref.float() - full.float()).abs().max() < 0.1
+
+
+PREFIX = [(13, 40), (1, 33), (16, 16), (0, 5), (18, 50)]
+
+
+@pytest.mark.parametrize("bs,G,H_kv,D,q_dtype", [
+    (16, 2, 2, 64, torch.float32), (32, 3, 1, 80, torch.float32), (16, 4, 2, 64, torch.bfloat16)])
+def test_prefill_fp8_matches_reference(triton_cpu, bs, G, H_kv, D, q_dtype):
+    q, k_cache, v_cache, table, cu, ctx, _ = prefill_batch(PREFIX, G, H_kv, D, bs)
+    q = q.to(q_dtype)
+    kc, ks = quantize_paged(k_cache)
+    vc, vs = quantize_paged(v_cache)
+    args = (table, cu, ctx, 18, D ** -0.5)
+    out = paged_prefill_attention(q, kc, vc, *args, tile_m=16, tile_n=16, k_scale=ks,
+                                  v_scale=vs)
+    ref = paged_prefill_attention_reference(q, kc, vc, *args, k_scale=ks, v_scale=vs)
+    deq = paged_prefill_attention_reference(q, dequantize_reference(kc, ks),
+                                            dequantize_reference(vc, vs), *args)
+    torch.testing.assert_close(ref, deq, rtol=0, atol=0)
+    tol = dict(rtol=2e-2, atol=2e-2) if q_dtype == torch.bfloat16 else dict(rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(out, ref, **tol)
