@@ -47,7 +47,10 @@ def _read_run(run_dir: Path) -> dict | None:
     row.update(accuracy_retained=b.get("accuracy_retained"), speedup=b.get("speedup"),
                baseline_dir=b.get("run_dir"))
     meta = run_dir / "run.json"
-    row["key"] = json.loads(meta.read_text()).get("key") if meta.exists() else str(run_dir)
+    # One run in two folders has one identity (tasks/identity.py; older run.json: "key").
+    info = json.loads(meta.read_text()) if meta.exists() else {}
+    ident = info.get("key") or info.get("identity")
+    row["key"] = json.dumps(ident, sort_keys=True) if ident else str(run_dir)
     config = run_dir / "config.yaml"
     if config.exists():
         flat = pd.json_normalize(OmegaConf.to_container(OmegaConf.load(config)), sep=".")
