@@ -38,6 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _method(name: str) -> str:
+    if name in fm.GROUPS:
+        return name
     try:
         return fm.canonical(name)
     except ValueError as e:
@@ -82,11 +84,12 @@ def run_cell(args, task, problems, prompts, budget, options, device) -> dict:
     """Generate every (problem, sample) with one engine; the cell payload (ungraded)."""
     n, b = args.samples, args.block_size
     longest = max(len(p) for p in prompts)
-    per_req = (longest + args.max_tokens if budget is None else max(longest, budget)) + 2 * b
+    grows = budget is None or options.get("compress_prompt_only")  # SnapKV grows as Full KV
+    per_req = (longest + args.max_tokens if grows else max(longest, budget)) + 2 * b
     t0 = time.perf_counter()
     llm = LLM(args.model, device=device, dtype=args.dtype, budget=budget, block_size=b,
               max_num_seqs=len(prompts) * n, kv_cache_tokens=len(prompts) * n * per_req + 4 * b,
-              observation_window=args.window, **options)
+              **{"observation_window": args.window, **options})  # a preset's own W wins
     params = [SamplingParams(n=n, temperature=args.temperature, max_tokens=args.max_tokens,
                              seed=problem_seed(args.seed, j, n)) for j in range(len(prompts))]
     outs = llm.generate(prompts, params, use_tqdm=False)
@@ -113,6 +116,7 @@ def grade(task, problems, cell) -> None:
 
 
 def main(args) -> int:
+    args.methods = fm.expand(args.methods)
     torch.set_num_threads(args.threads)
     device = args.device if args.device != "auto" else (
         "cuda" if torch.cuda.is_available() else "cpu")

@@ -45,6 +45,8 @@ def _data_dir() -> str:
 
 
 def _method(name: str) -> str:
+    if name in fm.GROUPS:
+        return name
     try:
         return fm.canonical(name)
     except ValueError as e:
@@ -132,7 +134,7 @@ def main(args) -> int:
     if args.prompt_tokens != "budget" and not str(args.prompt_tokens).isdigit():
         raise SystemExit("--prompt-tokens must be 'budget' or an int")
     args.dataset = args.dataset or os.path.join(_data_dir(), "math500.jsonl")
-    args.methods = list(dict.fromkeys(args.methods))
+    args.methods = fm.expand(args.methods)
     torch.set_num_threads(args.threads)
     device = args.device if args.device != "auto" else (
         "cuda" if torch.cuda.is_available() else "cpu")
@@ -182,7 +184,7 @@ def main(args) -> int:
         P = prompts[B]
         sub = [t[:forced_end[B]] for t in texts]
         for m in args.methods:
-            opts = dict(observation_window=args.window, **fm.options(m, args.sinks))
+            opts = fm.engine_options(m, args.window, args.sinks)
             key = dict(kind="run", method=m, options=opts, budget=B, block_size=b,
                        prompt_tokens=P, forced_end=forced_end[B], model=args.model,
                        texts=text_sha, device=device, dtype=args.dtype)
