@@ -71,7 +71,7 @@ def _final_score_kernel(a_ptr, rho_ptr, score_cache_ptr, f_ptr, s_ptr, block_tab
     else:  # default: pool only at a request's first compression
         pool = num_hist == 0
     cols = tl.arange(0, TILE)
-    inv_a_max = 1.0
+    inv_a_max = n.to(tl.float32) * 0.0 + 1.0  # a scalar tensor either way
     if NORM_MAX:  # max of A over the scored (non-window) slots
         a_max = tl.zeros([TILE], tl.float32)
         for start in range(0, n, TILE):
@@ -101,7 +101,7 @@ def _final_score_kernel(a_ptr, rho_ptr, score_cache_ptr, f_ptr, s_ptr, block_tab
                 x = tl.load(rho_ptr + row + j, mask=j < n - window, other=-1e30) * scale
                 r_v = tl.maximum(r_v, x)
             m_i = tl.max(r_v, 0)
-            l_i = 1.0
+            l_i = m_i * 0.0 + 1.0
     for start in range(0, num_cols, TILE):
         j = start + cols
         s0, ok = _global_at(a_ptr + row, score_cache_ptr, table_row, score_head_offset,
