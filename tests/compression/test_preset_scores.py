@@ -1,6 +1,7 @@
 """Comparison presets (docs/method.md §14): the new final-score modes (Triton vs reference)
 and, per preset, the kept token indices against a small reference of the published rule."""
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -10,7 +11,6 @@ from zipage.compression import CompressionConfig
 from zipage.compression.pipeline import REFERENCE_OPS, TRITON_OPS, baseline_scores, score_layers
 from zipage.kernels.block_tables import gather_positions
 from zipage.kernels.eviction_score import final_score, final_score_reference, select_keep
-from types import SimpleNamespace
 
 W = 8
 MODES = [  # (global, global_mode, pool, pooling_mode, every, redundancy, normalization)
