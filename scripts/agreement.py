@@ -38,6 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _method(name: str) -> str:
+    if name in fm.GROUPS:
+        return name
     try:
         return fm.canonical(name)
     except ValueError as e:
@@ -96,20 +98,21 @@ def rows_of(problems, outs, n: int) -> list[dict]:
     return rows
 
 
-def kv_tokens_per_request(args, prompts, budget) -> int:
+def kv_tokens_per_request(args, prompts, budget, options) -> int:
     longest = max(len(p) for p in prompts)
     b = args.block_size
-    return (longest + args.max_tokens if budget is None else max(longest, budget)) + 2 * b
+    grows = budget is None or options.get("compress_prompt_only")  # SnapKV grows as Full KV
+    return (longest + args.max_tokens if grows else max(longest, budget)) + 2 * b
 
 
 def run_cell(args, task, problems, prompts, budget, options, device) -> dict:
     """Generate every (problem, sample) with one engine; the cell payload (ungraded)."""
     n, b = args.samples, args.block_size
-    per_req = kv_tokens_per_request(args, prompts, budget)
+    per_req = kv_tokens_per_request(args, prompts, budget, options)
     t0 = time.perf_counter()
     llm = LLM(args.model, device=device, dtype=args.dtype, budget=budget, block_size=b,
               max_num_seqs=len(prompts) * n, kv_cache_tokens=len(prompts) * n * per_req + 4 * b,
-              observation_window=args.window, **options)
+              **{"observation_window": args.window, **options})  # a preset's own W wins
     outs = llm.generate(prompts, sampling_params(args, len(prompts)), use_tqdm=False)
     stats = llm.last_stats.as_dict()
     llm.shutdown()
@@ -146,6 +149,7 @@ def grade(task, problems, cell) -> None:
 
 
 def main(args) -> int:
+    args.methods = fm.expand(args.methods)
     torch.set_num_threads(args.threads)
     device = args.device if args.device != "auto" else (
         "cuda" if torch.cuda.is_available() else "cpu")

@@ -12,11 +12,13 @@ from pathlib import Path
 import torch
 
 from zipage.compression.config import CompressionConfig
+from zipage.compression.presets import PRESETS
 from zipage.models.presets import SHAPES
 
 DTYPES = ("auto", "bfloat16", "float16", "float32")
-# The scoring of the harness' engine presets (configs/engine/): `zipage` is our default.
-SCORING = {"zipage": CompressionConfig.full_score, "zipage_paper": CompressionConfig.paper}
+# The scoring of the harness' engine presets (configs/engine/): `zipage` is our default; the
+# comparison methods (docs/method.md §14) too.
+SCORING = PRESETS
 
 
 def add_model_arguments(p: argparse.ArgumentParser, default: str = "qwen3-8b",
@@ -45,7 +47,8 @@ def add_scoring_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scoring", default="zipage", choices=sorted(SCORING),
                    help="eviction score: zipage = CompressionConfig.full_score() (the default, "
                         "what engine=zipage runs: redundancy weight 0.2); zipage_paper = "
-                        "CompressionConfig.paper() (the published weight 0.8)")
+                        "CompressionConfig.paper() (the published weight 0.8); the others: "
+                        "the comparison presets of docs/method.md §14")
 
 
 def scoring(args, **overrides) -> CompressionConfig:

@@ -44,6 +44,8 @@ DEFAULT_METHODS = [fm.DEFAULT, "paper", "attn", "attn_global", "recent", "random
 
 
 def _method(name: str) -> str:
+    if name in fm.GROUPS:
+        return name
     try:
         return fm.canonical(name)
     except ValueError as e:

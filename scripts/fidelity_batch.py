@@ -158,11 +158,12 @@ def agreement_cell(groups: list[str], method: str, budget: int | None) -> dict:
     for args, *_, problems, pr in todo:
         prompts += pr
         params += ag.sampling_params(args, len(pr))
-        kv += len(pr) * args.samples * ag.kv_tokens_per_request(args, pr, budget)
+        kv += len(pr) * args.samples * ag.kv_tokens_per_request(args, pr, budget, opts)
     t0 = time.perf_counter()
     llm = LLM(a0.model, device=a0.device, dtype=a0.dtype, budget=budget,
               block_size=a0.block_size, max_num_seqs=sum(p.n for p in params),
-              kv_cache_tokens=kv + 4 * a0.block_size, observation_window=a0.window, **opts)
+              kv_cache_tokens=kv + 4 * a0.block_size,
+              **{"observation_window": a0.window, **opts})  # a preset's own W wins
     outs = llm.generate(prompts, params, use_tqdm=False)
     stats = llm.last_stats.as_dict()
     llm.shutdown()

@@ -73,7 +73,8 @@ def run_engine(model: str, texts, prompt_tokens: int, budget, block_size: int, o
     """
     n = len(texts)
     longest = max(len(t) for t in texts)
-    per_req = longest + 2 * block_size if budget is None else budget + 2 * block_size
+    grows = budget is None or options.get("compress_prompt_only")  # SnapKV grows as Full KV
+    per_req = longest + 2 * block_size if grows else budget + 2 * block_size
     opts = dict(device=device, dtype=dtype, budget=budget, block_size=block_size,
                 max_num_seqs=n, kv_cache_tokens=n * per_req + 4 * block_size,
                 enable_prefix_caching=False)

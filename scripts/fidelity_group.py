@@ -24,7 +24,7 @@ def finish_args(args):
     if args.prompt_tokens != "budget" and not str(args.prompt_tokens).isdigit():
         raise SystemExit("--prompt-tokens must be 'budget' or an int")
     args.dataset = args.dataset or os.path.join(data_dir(), "math500.jsonl")
-    args.methods = list(dict.fromkeys(args.methods))
+    args.methods = fm.expand(args.methods)
     return args
 
 
@@ -90,7 +90,7 @@ def full_key(args, sha: str, device: str) -> dict:
 
 
 def method_options(args, method: str) -> dict:
-    return dict(observation_window=args.window, **fm.options(method, args.sinks))
+    return fm.engine_options(method, args.window, args.sinks)
 
 
 def cell_key(args, method: str, budget: int, sha: str, n_text: int, device: str) -> dict:

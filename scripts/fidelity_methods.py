@@ -4,6 +4,7 @@
 the tables always compare the shipped default; `paper` is `CompressionConfig.paper()`.
 """
 from zipage.compression.config import CompressionConfig
+from zipage.compression.presets import COMPARISON, non_default, preset
 
 DEFAULT = "default"
 WEIGHT_PREFIX = "rw="  # "rw=0.35": the full score with redundancy weight 0.35
@@ -40,6 +41,16 @@ _METHODS = {
     "global_pool": (lambda: "global + pool (no redundancy)",
                     lambda sinks: dict(use_global_score=True, use_pooling=True)),
 }
+# The published methods as engine presets (docs/method.md §14), each with its own window.
+_PRESET_LABELS = {"rkv": "R-KV", "gkv": "G-KV", "snapkv": "SnapKV (prompt only)",
+                  "snapkv_decode": "SnapKV score at every compression",
+                  "streaming_llm": "StreamingLLM (4 sinks + recent)",
+                  "h2o": "H2O-style (accumulated attention + recent half)"}
+for _name in COMPARISON:
+    _METHODS[_name] = (lambda n=_name: f"{_PRESET_LABELS[n]} (engine={n})",
+                       lambda sinks, n=_name: non_default(preset(n)))
+# Names that stand for several methods (expand() replaces them).
+GROUPS = {"presets": (DEFAULT, "paper") + COMPARISON}
 # Old names (results made before the package layout) keep working.
 ALIASES = {"zipage": DEFAULT, "zipage_paper": "paper", "zipage_raw": "full_raw",
            "zipage_sinks": "full_sinks"}
@@ -60,6 +71,18 @@ def canonical(name: str) -> str:
         raise ValueError(f"unknown method {name!r}; valid: {', '.join(NAMES)} or "
                          f"{WEIGHT_PREFIX}<weight>")
     return name
+
+
+def expand(names) -> list[str]:
+    """Method names with groups ("presets") replaced by their members, duplicates dropped."""
+    out = [m for n in names for m in (GROUPS.get(n) or (canonical(n),))]
+    return list(dict.fromkeys(out))
+
+
+def engine_options(name: str, window: int, sinks: int = 4) -> dict:
+    """LLM options of a method run with the benchmark's window W, unless the method (a
+    preset) defines its own."""
+    return {"observation_window": window, **options(name, sinks)}
 
 
 def label(name: str) -> str:

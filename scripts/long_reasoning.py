@@ -25,6 +25,7 @@ import time
 from scripts import bench_common as bc
 from scripts.roofline import copy_bandwidth, mean_decode_context
 from zipage import LLM, SamplingParams
+from zipage.compression.presets import COMPARISON, preset
 from zipage.sim import report as rp
 from zipage.sim.shapes import itemsize, kv_bytes_per_token, parameter_counts
 from zipage.sim.trace import COLUMNS, StepTracer, write_traces
@@ -44,7 +45,10 @@ def add_arguments(p):
                    help="KV pool size in tokens for both engines (default: all free GPU memory)")
     p.add_argument("--max-num-seqs", type=int, default=None, help="default: num-requests")
     p.add_argument("--engines", nargs="+", default=["full", "zipage"],
-                   choices=["full", "zipage"])
+                   choices=["full", "zipage", *COMPARISON],
+                   help="full, zipage (scored by --scoring) and the comparison presets "
+                        "(docs/method.md §14), each at --budget; presets print their tok/s "
+                        "relative to zipage's when both ran")
     p.add_argument("--async-scheduling", action="store_true",
                    help="both engines schedule step N+1 while step N runs")
     p.add_argument("--trace", metavar="PATH",
@@ -59,6 +63,8 @@ def engine_options(a, name: str, base: dict) -> dict:
         opts["kv_cache_tokens"] = a.kv_cache_tokens
     if name == "zipage":
         opts.update(budget=a.budget, compression=dataclasses.asdict(bc.scoring(a)))
+    elif name != "full":  # a comparison preset, with its own window
+        opts.update(budget=a.budget, compression=dataclasses.asdict(preset(name)))
     return opts
 
 
@@ -112,17 +118,19 @@ def bytes_read(a, llm, stats: dict, tracer: StepTracer | None) -> float:
         i, j = COLUMNS.index("kv_read_tokens"), COLUMNS.index("prefill_context_tokens")
         kv = sum(r[i] + r[j] for r in tracer.rows)
     else:
-        budget = a.budget if llm.config.budget is not None else None
+        capped = llm.config.budget is not None and not llm.config.compression.compress_prompt_only
+        budget = a.budget if capped else None
         kv = a.num_requests * (a.output_len - 1) * mean_decode_context(
             a.prompt_len, a.output_len, budget, a.block_size)
     return stats["num_steps"] * weights + kv * kv_bytes_per_token(spec, dtype, a.kv_cache_dtype)
 
 
 def report(a, env: dict, workload: dict, results: list[dict], copy_bw: float | None) -> dict:
-    engines = {}
+    engines, presets = {}, {}
     for r in results:
         s = r["stats"]
-        engines["fullkv" if r["engine"] == "full" else "zipage"] = rp.engine_entry(
+        name = {"full": "fullkv"}.get(r["engine"], r["engine"])
+        (engines if name in ("fullkv", "zipage") else presets)[name] = rp.engine_entry(
             output_tokens=r["num_output_tokens"], wall_time_s=r["wall_time_s"],
             steps=s["num_steps"], mean_running=s["mean_running"],
             preemptions=s["num_preemptions"], compressions=s["num_compressions"],
@@ -135,7 +143,7 @@ def report(a, env: dict, workload: dict, results: list[dict], copy_bw: float | N
         model_shape=results[0]["model_shape"], gpu=env.get("gpu"), output_len=a.output_len,
         num_requests=a.num_requests, prompt_len=a.prompt_len, budget=a.budget,
         block_size=a.block_size, async_scheduling=a.async_scheduling, engines=engines,
-        temperature=a.temperature, seed=a.seed,
+        temperature=a.temperature, seed=a.seed, presets=presets,
         copy_bandwidth_GBps=copy_bw / 1e9 if copy_bw else None, environment=env,
         workload=workload, results=results)
 
@@ -164,12 +172,17 @@ def main(a) -> int:
     bc.write_json(a.json, dict(out, ratio=ratio))
     if a.trace:
         write_traces(a.trace, {"fullkv" if k == "full" else k: v for k, v in traces.items()})
-    print(f"\n{'engine':<10}{'tok/s':>9}{'wall s':>9}{'mean run':>10}{'max conc':>10}"
-          f"{'preempt':>9}{'compress s':>12}{'peak KV/req':>13}{'roofline':>10}")
+    print(f"\n{'engine':<14}{'tok/s':>9}{'vs zipage':>10}{'wall s':>9}{'mean run':>10}"
+          f"{'max conc':>10}{'preempt':>9}{'compress s':>12}{'peak KV/req':>13}{'roofline':>10}")
+    zipage_tps = next((r["output_tokens_per_s"] for r in results if r["engine"] == "zipage"),
+                      None)
     for r in results:
         s = r["stats"]
-        roof = out["fullkv" if r["engine"] == "full" else "zipage"]["roofline_fraction"]
-        print(f"{r['engine']:<10}{r['output_tokens_per_s']:>9.0f}{r['wall_time_s']:>9.1f}"
+        name = {"full": "fullkv"}.get(r["engine"], r["engine"])
+        roof = (out[name] if name in ("fullkv", "zipage") else out["presets"][name])[
+            "roofline_fraction"]
+        rel = f"{r['output_tokens_per_s'] / zipage_tps:.2f}x" if zipage_tps else "-"
+        print(f"{r['engine']:<14}{r['output_tokens_per_s']:>9.0f}{rel:>10}{r['wall_time_s']:>9.1f}"
               f"{s['mean_running']:>10.1f}{r['max_concurrency']:>10}{s['num_preemptions']:>9}"
               f"{s['compression_time_s']:>12.1f}{r['peak_kv_tokens_per_request']:>13}"
               f"{'-' if roof is None else f'{roof:.1%}':>10}")

@@ -82,3 +82,15 @@ def test_cli_contract_and_bad_method_is_a_clear_error(capsys):
         with pytest.raises(SystemExit):
             parser.parse_args(["--methods", "nope"])
         assert "unknown method 'nope'" in capsys.readouterr().err
+
+
+def test_comparison_presets_are_methods_with_their_own_window():
+    from zipage.compression.presets import COMPARISON, preset
+    from zipage.config import EngineConfig
+    assert fm.expand(["presets", "default"]) == ["default", "paper", *COMPARISON]
+    for name in COMPARISON:
+        opts = fm.engine_options(name, window=16)
+        engine = EngineConfig.from_kwargs("m", budget=256, block_size=16, **opts)
+        assert engine.compression == preset(name), name  # the preset's own W (R-KV: 8)
+        assert name in fm.label(name)
+    assert fm.engine_options("default", window=24)["observation_window"] == 24

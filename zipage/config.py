@@ -6,6 +6,7 @@ import torch
 from zipage.compression.config import CompressionConfig
 
 COMPRESSION_OPTIONS = {f.name for f in fields(CompressionConfig)} - {"observation_window"}
+_DEFAULT_W = CompressionConfig().observation_window
 
 
 @dataclass
@@ -19,7 +20,7 @@ class EngineConfig:
     # Compressed PagedAttention: KV budget in tokens per request; None = Full KV.
     budget: int | None = None
     block_size: int = 256
-    observation_window: int = 16
+    observation_window: int | None = None  # None: the compression config's (default 16)
     # Scoring switches (zipage.compression.CompressionConfig); also accepted as flat options.
     compression: CompressionConfig | dict = field(default_factory=CompressionConfig)
     compress_layer_chunk: int = 8  # layers scored together (bounds transient memory)
@@ -61,6 +62,12 @@ class EngineConfig:
                 raise TypeError(f"unknown compression option(s) {', '.join(unknown)}; valid: "
                                 f"{', '.join(sorted(COMPRESSION_OPTIONS))}")
             self.compression = CompressionConfig(**self.compression)
+        # One window: set here or in the compression config (a preset's), not two different.
+        if self.observation_window is None:
+            self.observation_window = self.compression.observation_window
+        elif self.compression.observation_window not in (self.observation_window, _DEFAULT_W):
+            raise ValueError(f"observation_window {self.observation_window} differs from the "
+                             f"compression config's {self.compression.observation_window}")
         self.compression = replace(self.compression, observation_window=self.observation_window)
         b = self.block_size
         if b < 16 or b & (b - 1):
@@ -71,6 +78,10 @@ class EngineConfig:
                                  f"got {self.budget}")
             if self.observation_window + self.compression.num_sink_tokens > self.budget:
                 raise ValueError("observation_window + num_sink_tokens must not exceed the budget")
+            if self.compression.forced_recent(self.budget) + \
+                    self.compression.num_sink_tokens > self.budget:
+                raise ValueError("the recent tokens (recent_ratio) + num_sink_tokens must not "
+                                 "exceed the budget")
         if self.load_format not in ("auto", "dummy"):
             raise ValueError(f"load_format must be 'auto' or 'dummy', got {self.load_format!r}")
         if self.kv_cache_dtype not in ("auto", "fp8"):

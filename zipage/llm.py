@@ -80,6 +80,8 @@ class LLM:
     @property
     def max_concurrency(self) -> int:
         c = self.config.num_kept_blocks
+        if self.config.compression.compress_prompt_only:
+            c = None  # SnapKV: requests grow with the output as in Full KV
         per_request = c + 1 if c is not None else -(-self.max_model_len // self.config.block_size)
         return min(self.config.max_num_seqs, self.num_kv_blocks // per_request)
 

@@ -54,3 +54,29 @@ def test_baseline_score_modes_keep_sinks_window_and_recent_tokens():
     keep = select_keep(baseline_scores(batch, rand, 1, 1, 8, torch.Generator().manual_seed(0)), 8)[0, 0, 0]
     kept = set(keep.nonzero().flatten().tolist())
     assert {0, 1, 16, 17, 18, 19} <= kept and len(kept) == 8 and max(kept) < 20
+
+
+@pytest.mark.parametrize("bad", [
+    dict(global_mode="mean"), dict(pooling_mode="min"), dict(score_normalization="sum"),
+    dict(recent_ratio=1.0), dict(recent_ratio=-0.1), dict(compress_prompt_only=1),
+    dict(score="recent", global_mode="sum"), dict(score="random", pooling_mode="avg"),
+])
+def test_bad_preset_switches_raise(bad):
+    with pytest.raises(ValueError):
+        CompressionConfig(**bad)
+
+
+def test_preset_windows_reach_the_engine_and_conflicts_are_errors():
+    from zipage.config import EngineConfig
+    rkv = CompressionConfig.rkv()
+    assert EngineConfig("m", budget=256, block_size=16, compression=rkv).observation_window == 8
+    kw = dict(budget=256, block_size=16)
+    assert EngineConfig("m", observation_window=8, **kw).compression.observation_window == 8
+    assert EngineConfig("m", **kw).compression == CompressionConfig()  # default unchanged
+    with pytest.raises(ValueError, match="differs"):
+        EngineConfig("m", observation_window=32, compression=rkv, **kw)
+    with pytest.raises(ValueError, match="recent"):  # half of 32 + 20 sinks > 32
+        EngineConfig("m", budget=32, block_size=16, observation_window=4,
+                     compression=CompressionConfig.h2o(num_sink_tokens=20))
+    assert CompressionConfig.h2o().forced_recent(2048) == 1024
+    assert CompressionConfig.rkv().forced_recent(2048) == 8

@@ -120,3 +120,14 @@ def test_one_compiled_variant_for_every_batch(cuda_kernels):
                            S, sc.sc)
         counts.append([compiled_variants(kernel) for kernel in kernels])
     assert counts[-1] == counts[0], counts
+
+
+@pytest.mark.parametrize("preset_name", ["rkv", "gkv", "snapkv_decode", "h2o"])
+def test_preset_pipelines_keep_what_the_reference_keeps(cuda_kernels, scene, preset_name):
+    """The comparison presets' final-score modes compiled for the GPU (docs/method.md §14)."""
+    from zipage.compression.presets import preset
+    cfg = preset(preset_name, observation_window=WINDOW)
+    keeps = [select_keep(score_layers(scene.k, scene.q, scene.sc, scene.batch, cfg, ops)[0],
+                         scene.batch.num_keep) for ops in (TRITON_OPS, REFERENCE_OPS)]
+    agreement = (keeps[0] == keeps[1]).float().mean().item()
+    assert agreement > 0.995, (preset_name, agreement)

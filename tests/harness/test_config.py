@@ -112,3 +112,20 @@ def test_added_keys_the_schema_lacks_are_rejected(tmp_path, override, needle):
     with pytest.raises(ConfigError, match="unknown key") as err:
         evaluate(config(tmp_path, DATA_DIR, override))
     assert needle in str(err.value) and not os.path.exists(tmp_path / "results")
+
+
+@pytest.mark.parametrize("name", ["zipage", "zipage_paper", "rkv", "gkv", "snapkv",
+                                  "snapkv_decode", "streaming_llm", "h2o"])
+def test_each_engine_preset_runs_its_constructor(name):
+    """configs/engine/<name>.yaml gives the engine exactly CompressionConfig's preset."""
+    from hydra import compose, initialize_config_dir
+    from tasks.config import register_configs
+    from tasks.evaluate import engine_kwargs
+    from zipage.compression.presets import preset
+    from zipage.config import EngineConfig
+    register_configs()
+    with initialize_config_dir(config_dir=os.path.join(ROOT, "configs"), version_base=None):
+        cfg = compose("config", overrides=[f"engine={name}", "budget=2048"])
+    assert cfg.engine.name == name
+    engine = EngineConfig.from_kwargs("m", **engine_kwargs(cfg.engine))
+    assert engine.compression == preset(name) and engine.budget == 2048

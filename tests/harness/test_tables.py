@@ -95,6 +95,22 @@ def test_runs_of_one_engine_and_budget_are_told_apart(tmp_path, data_dir, engine
     assert len(list(out.glob("*.png"))) == 2
 
 
+def test_every_comparison_preset_is_a_row_next_to_full_kv_and_zipage(tmp_path, data_dir,
+                                                                     engine):  # noqa: F811
+    from zipage.compression.presets import COMPARISON
+    names = ("zipage",) + COMPARISON
+    for name in names:
+        cfg = config(tmp_path, data_dir, f"engine={name}", "budget=512", "scoring.workers=1")
+        runner.evaluate(cfg, str(tmp_path / "results" / name))
+    out = tmp_path / "reports"
+    assert tables.main([str(tmp_path / "results"), "--out", str(out)]) == 0
+    md = (out / "tables.md").read_text()
+    want = ["Full KV"] + sorted(f"{n} b=512" for n in names)
+    assert list(table_rows(md)) == want and list(table_rows(md, 1)) == want
+    runs = pd.read_csv(out / "runs.csv")
+    assert runs["budget"].isna().sum() == 1  # every preset shares one Full KV baseline
+
+
 def test_a_partial_run_is_marked_and_a_summary_being_written_is_skipped(
         tmp_path, data_dir, engine, capsys):  # noqa: F811
     engine.crash_after = 4

@@ -1,10 +1,14 @@
 """Switches and constants of the eviction score (docs/method.md §6)."""
+import math
 from dataclasses import dataclass
 
 REDUNDANCY_MODES = ("none", "raw", "lightning")
 # "attention": the Zipage score (switches below). Baselines for fidelity studies:
 # "recent": keep sinks + the most recent tokens (StreamingLLM-like); "random": random eviction.
 SCORE_MODES = ("attention", "recent", "random")
+GLOBAL_MODES = ("max", "sum")  # S = max(A, decay * SC) (Zipage, G-KV) | A + decay * SC (H2O)
+POOLING_MODES = ("max", "avg")  # avg: SnapKV's official pooling (zero padding, / kernel)
+NORMALIZATIONS = ("none", "max")  # max: A / max A and R / max R per head (G-KV)
 
 
 @dataclass(frozen=True)
@@ -32,9 +36,17 @@ class CompressionConfig:
     redundancy_threshold: float = 0.5  # tau: cosine above which keys count as similar
     num_sink_tokens: int = 0  # first physical tokens always kept
     score: str = "attention"  # "attention" | "recent" | "random" (baselines)
+    # Switches of the comparison presets (docs/method.md §14); the defaults leave the score
+    # above unchanged.
+    global_mode: str = "max"  # "max" | "sum": how the global score folds in its history
+    pooling_mode: str = "max"  # "max" | "avg"
+    score_normalization: str = "none"  # "none" | "max"
+    recent_ratio: float = 0.0  # keep the most recent ceil(ratio * C*b) tokens as well (H2O)
+    compress_prompt_only: bool = False  # compress once, right after prefill (SnapKV)
 
     def __post_init__(self):
-        for name in ("use_global_score", "use_pooling", "pool_every_compression"):
+        for name in ("use_global_score", "use_pooling", "pool_every_compression",
+                     "compress_prompt_only"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool")
         for name in ("observation_window", "pooling_kernel_size", "num_sink_tokens"):
@@ -50,6 +62,16 @@ class CompressionConfig:
             raise ValueError(f"score must be one of {SCORE_MODES}")
         if self.redundancy not in REDUNDANCY_MODES:
             raise ValueError(f"redundancy must be one of {REDUNDANCY_MODES}")
+        for name, valid in (("global_mode", GLOBAL_MODES), ("pooling_mode", POOLING_MODES),
+                            ("score_normalization", NORMALIZATIONS)):
+            if getattr(self, name) not in valid:
+                raise ValueError(f"{name} must be one of {valid}")
+        if not 0.0 <= self.recent_ratio < 1.0:
+            raise ValueError("recent_ratio must be in [0, 1)")
+        if self.score != "attention" and (self.global_mode != "max" or self.pooling_mode != "max"
+                                          or self.score_normalization != "none"):
+            raise ValueError("global_mode, pooling_mode and score_normalization apply to "
+                             "score='attention' only")
         if not 0.0 <= self.global_decay <= 1.0:
             raise ValueError("global_decay must be in [0, 1]")
         if not 0.0 <= self.redundancy_weight <= 1.0:
@@ -70,6 +92,56 @@ class CompressionConfig:
     def paper(cls, **overrides) -> "CompressionConfig":
         """The published Zipage setting: the full score with redundancy weight 0.8 (lambda 0.2)."""
         return cls.full_score(**{"redundancy_weight": 0.8, **overrides})
+
+    # -- comparison methods as presets (docs/method.md §14) --------------------------------
+    @classmethod
+    def rkv(cls, **overrides) -> "CompressionConfig":
+        """R-KV (Cai et al. 2025): lambda * pooled window attention - (1 - lambda) * raw
+        redundancy, lambda 0.1 (weight 0.9), window 8, max pool 7 at every compression,
+        redundancy softmax without temperature (T = 1), threshold 0.5."""
+        base = dict(observation_window=8, use_pooling=True, pooling_kernel_size=7,
+                    pool_every_compression=True, redundancy="raw", redundancy_weight=0.9,
+                    redundancy_temperature=1.0, redundancy_threshold=0.5)
+        return cls(**{**base, **overrides})
+
+    @classmethod
+    def gkv(cls, **overrides) -> "CompressionConfig":
+        """G-KV (Liao et al. 2025): window attention (W 16) normalised by its max, decayed
+        global max score (alpha 0.8), minus raw redundancy normalised by its max, lambda 0.5."""
+        base = dict(observation_window=16, use_global_score=True, global_decay=0.8,
+                    score_normalization="max", redundancy="raw", redundancy_weight=0.5,
+                    redundancy_temperature=1.0, redundancy_threshold=0.5)
+        return cls(**{**base, **overrides})
+
+    @classmethod
+    def snapkv_decode(cls, **overrides) -> "CompressionConfig":
+        """SnapKV's score (Li et al. 2024: window 32, avg pool 5) at every compression."""
+        base = dict(observation_window=32, use_pooling=True, pooling_kernel_size=5,
+                    pooling_mode="avg", pool_every_compression=True)
+        return cls(**{**base, **overrides})
+
+    @classmethod
+    def snapkv(cls, **overrides) -> "CompressionConfig":
+        """SnapKV as published: its score, applied once to a prompt longer than the cap right
+        after prefill; no eviction while decoding (memory grows with the output)."""
+        return cls.snapkv_decode(**{"compress_prompt_only": True, **overrides})
+
+    @classmethod
+    def streaming_llm(cls, **overrides) -> "CompressionConfig":
+        """StreamingLLM (Xiao et al. 2024): 4 attention sinks + the most recent tokens."""
+        return cls(**{**dict(score="recent", num_sink_tokens=4), **overrides})
+
+    @classmethod
+    def h2o(cls, **overrides) -> "CompressionConfig":
+        """H2O-style (Zhang et al. 2023): half the kept tokens are the most recent, half the
+        heavy hitters by attention accumulated (summed, no decay) over compressions."""
+        base = dict(use_global_score=True, global_mode="sum", global_decay=1.0,
+                    recent_ratio=0.5)
+        return cls(**{**base, **overrides})
+
+    def forced_recent(self, num_keep: int) -> int:
+        """Most recent physical tokens always kept: the window, or recent_ratio of the kept."""
+        return max(self.observation_window, math.ceil(self.recent_ratio * num_keep))
 
     @property
     def pooling_size(self) -> int:

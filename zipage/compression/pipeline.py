@@ -79,11 +79,13 @@ def score_layers(k, query, score, batch: CompressionBatch, cfg: CompressionConfi
     with timer("final_score"):
         return ops.final_score(
             A, rho, score if cfg.use_global_score else None, batch.block_tables,
-            batch.phys_lens, batch.num_history, window=cfg.observation_window,
+            batch.phys_lens, batch.num_history, window=cfg.forced_recent(batch.num_keep),
             num_sink=cfg.num_sink_tokens, decay=cfg.global_decay,
             pooling_kernel_size=cfg.pooling_size,
             pool_every_compression=cfg.pool_every_compression, redundancy_mode=cfg.redundancy,
-            redundancy_weight=cfg.redundancy_weight, temperature=cfg.redundancy_temperature)
+            redundancy_weight=cfg.redundancy_weight, temperature=cfg.redundancy_temperature,
+            global_mode=cfg.global_mode, pooling_mode=cfg.pooling_mode,
+            normalization=cfg.score_normalization)
 
 
 def baseline_scores(batch: CompressionBatch, cfg: CompressionConfig, num_layers: int,
@@ -98,7 +100,7 @@ def baseline_scores(batch: CompressionBatch, cfg: CompressionConfig, num_layers:
     else:
         F = torch.rand(shape, generator=generator, device="cpu").to(dev)
     n = batch.phys_lens.long()[None, :, None, None]
-    F = F.masked_fill(pos >= n - cfg.observation_window, float("inf"))
+    F = F.masked_fill(pos >= n - cfg.forced_recent(batch.num_keep), float("inf"))
     F = F.masked_fill(pos < cfg.num_sink_tokens, float("inf"))
     return F.masked_fill(pos >= n, float("-inf"))
 

@@ -96,7 +96,8 @@ class LLMEngine:
         self.scheduler = Scheduler(SchedulerConfig(
             block_size=config.block_size, max_num_seqs=config.max_num_seqs,
             max_num_batched_tokens=config.max_num_batched_tokens, max_model_len=max_model_len,
-            num_kept_blocks=config.num_kept_blocks, num_query_slots=runner.num_query_slots),
+            num_kept_blocks=config.num_kept_blocks, num_query_slots=runner.num_query_slots,
+            compress_prompt_only=config.compression.compress_prompt_only),
             self.block_manager)
         self.stats = EngineStats()
         self._in_flight: _Launched | None = None

@@ -25,6 +25,9 @@ class SchedulerConfig:
     max_model_len: int
     num_kept_blocks: int | None = None  # C; None disables compression (Full KV)
     num_query_slots: int = 0
+    # SnapKV (docs/method.md §14): a prompt longer than the budget is compressed once, right
+    # after prefill; nothing is evicted while decoding, so requests grow as in Full KV.
+    compress_prompt_only: bool = False
 
 
 def prefill_chunk(remaining: int, tokens_left: int) -> int:
@@ -55,7 +58,8 @@ class Scheduler:
 
     def add(self, seq: Sequence) -> None:
         cap = self.cfg.max_model_len
-        if self.cfg.num_kept_blocks is None:  # Full KV: a sample cannot outgrow the pool
+        if self.cfg.num_kept_blocks is None or self.cfg.compress_prompt_only:
+            # Full KV (or growing after one compression): a sample cannot outgrow the pool
             cap = min(cap, self.block_manager.num_blocks * self.cfg.block_size)
         seq.max_num_tokens = min(seq.max_num_tokens, cap)
         self.requests[seq.seq_id] = seq
@@ -78,7 +82,7 @@ class Scheduler:
             if num_new == 0:
                 continue
             if not self._make_room(seq, num_new, out):
-                if not seq.is_compressed and not out.requests:
+                if (self.cfg.compress_prompt_only or not seq.is_compressed) and not out.requests:
                     self._preempt(seq, out)
                 continue
             self._add_row(seq, num_new, out)
@@ -95,8 +99,12 @@ class Scheduler:
         return 1 if remaining == 0 else prefill_chunk(remaining, tokens_left)  # 1: a decode
 
     def _compression_due(self, seq: Sequence) -> bool:
-        return (seq.num_tokens - seq.num_computed == 1
-                and seq.num_computed - seq.num_evicted >= self._cap_tokens)
+        if seq.num_tokens - seq.num_computed != 1:
+            return False
+        if self.cfg.compress_prompt_only:  # only the first token after a full prefill
+            return (seq.num_computed == seq.num_prompt_tokens and not seq.is_compressed
+                    and seq.phys_len > self.cfg.num_kept_blocks * self.cfg.block_size)
+        return seq.num_computed - seq.num_evicted >= self._cap_tokens
 
     def _make_room(self, seq: Sequence, num_new: int, out: SchedulerOutput) -> bool:
         """Plan the request's compression if it is due and allocate its new tokens,
@@ -126,8 +134,12 @@ class Scheduler:
 
     def _victim(self, seq: Sequence, out: SchedulerOutput) -> Sequence | None:
         # Compressed KV is lossy: recomputing it would change the output, so never evict it.
+        # Prompt-only compressed requests grow, so they may be preempted (else the pool could
+        # fill with requests that all wait): the recompute keeps the whole prompt.
+        lossless = self.cfg.compress_prompt_only
         for other in reversed(self.running):
-            if other is not seq and other.seq_id not in out.requests and not other.is_compressed:
+            if other is not seq and other.seq_id not in out.requests and (
+                    lossless or not other.is_compressed):
                 return other
         return None
 

@@ -2,11 +2,16 @@
 
 Per (layer, request, KV head), over physical slots j < phys_len = n:
 
-    S[j] = max(A[j], decay * SC[j])  if j < num_history  else A[j]         (global score)
+    A'[j] = A[j] / max_{i < n - W} A[i]   with normalization "max", else A[j]
+    S[j] = max(A'[j], decay * SC[j])  if j < num_history  else A'[j]       (global "max")
+    S[j] = A'[j] + decay * SC[j]      if j < num_history  else A'[j]       (global "sum")
     P[j] = max_{|d| <= k//2, 0 <= j+d < n} S[j+d]   if the request pools, else S[j]
-    R[j] = softmax_j(rho[j] / (T * norm)),  norm = n (raw) or b (lightning)
+           (pooling "avg": the sum of those neighbours / k, zero padded)
+    R[j] = softmax_j(rho[j] / (T * norm)),  norm = n (raw) or b (lightning);
+           with normalization "max", R[j] / max_{i < n - W} R[i]
     F[j] = (1 - w) * P[j] - w * R[j]        (w = redundancy weight; F = P without redundancy)
     F = +inf on sinks (j < num_sink) and the window (j >= n - W); F = -inf for j >= n.
+W here is the forced recent count (the observation window, or more with recent_ratio).
 
 S is returned rather than written to the score cache here: compaction stores S[j] straight
 into the kept token's target slot. This keeps S free of in-place read/write hazards between
@@ -24,18 +29,21 @@ _TILE = 256
 
 @triton.jit
 def _global_at(a_row_ptr, score_cache_ptr, table_row_ptr, score_head_offset,
-               stride_score_block, stride_score_slot, pos, n, num_hist, decay,
-               BLOCK_SIZE: tl.constexpr, GLOBAL: tl.constexpr):
+               stride_score_block, stride_score_slot, pos, n, num_hist, decay, inv_a_max,
+               BLOCK_SIZE: tl.constexpr, GLOBAL: tl.constexpr, GLOBAL_SUM: tl.constexpr):
     """S at positions pos (any int vector); returns (S, valid)."""
     ok = (pos >= 0) & (pos < n)
-    a = tl.load(a_row_ptr + pos, mask=ok, other=0.0)
+    a = tl.load(a_row_ptr + pos, mask=ok, other=0.0) * inv_a_max
     if GLOBAL:
         hist = ok & (pos < num_hist)
         offsets = score_head_offset + paged_offsets(table_row_ptr, pos, hist,
                                                     stride_score_block, stride_score_slot,
                                                     BLOCK_SIZE)
-        sc = tl.load(score_cache_ptr + offsets, mask=hist, other=0.0)
-        a = tl.where(hist, tl.maximum(a, decay * sc.to(tl.float32)), a)
+        sc = decay * tl.load(score_cache_ptr + offsets, mask=hist, other=0.0).to(tl.float32)
+        if GLOBAL_SUM:
+            a = tl.where(hist, a + sc, a)
+        else:
+            a = tl.where(hist, tl.maximum(a, sc), a)
     return a, ok
 
 
@@ -47,7 +55,8 @@ def _final_score_kernel(a_ptr, rho_ptr, score_cache_ptr, f_ptr, s_ptr, block_tab
                         window, num_sink, decay, red_weight, inv_temp,
                         BLOCK_SIZE: tl.constexpr, GLOBAL: tl.constexpr, HALF: tl.constexpr,
                         POOL_EVERY: tl.constexpr, REDUNDANCY: tl.constexpr,
-                        TILE: tl.constexpr):
+                        GLOBAL_SUM: tl.constexpr, POOL_AVG: tl.constexpr,
+                        NORM_MAX: tl.constexpr, TILE: tl.constexpr):
     kv_head = tl.program_id(0)
     req = tl.program_id(1)
     layer = tl.program_id(2).to(tl.int64)
@@ -62,6 +71,14 @@ def _final_score_kernel(a_ptr, rho_ptr, score_cache_ptr, f_ptr, s_ptr, block_tab
     else:  # default: pool only at a request's first compression
         pool = num_hist == 0
     cols = tl.arange(0, TILE)
+    inv_a_max = n.to(tl.float32) * 0.0 + 1.0  # a scalar tensor either way
+    if NORM_MAX:  # max of A over the scored (non-window) slots
+        a_max = tl.zeros([TILE], tl.float32)
+        for start in range(0, n, TILE):
+            j = start + cols
+            a_max = tl.maximum(a_max, tl.load(a_ptr + row + j, mask=j < n - window, other=0.0))
+        top = tl.max(a_max, 0)
+        inv_a_max = 1.0 / tl.where(top > 0, top, 1.0)
     if REDUNDANCY != 0:  # softmax statistics of rho / (T * norm), per lane then combined
         if REDUNDANCY == 1:
             scale = inv_temp / n.to(tl.float32)  # raw: normalise by the valid length
@@ -77,19 +94,35 @@ def _final_score_kernel(a_ptr, rho_ptr, score_cache_ptr, f_ptr, s_ptr, block_tab
             m_v = m_new
         m_i = tl.max(m_v, 0)
         l_i = tl.sum(l_v * tl.exp(m_v - m_i), 0)
+        if NORM_MAX:  # R / max R = exp(x - m) over the scored slots: use their max
+            r_v = tl.full([TILE], -1e30, tl.float32)
+            for start in range(0, n, TILE):
+                j = start + cols
+                x = tl.load(rho_ptr + row + j, mask=j < n - window, other=-1e30) * scale
+                r_v = tl.maximum(r_v, x)
+            m_i = tl.max(r_v, 0)
+            l_i = m_i * 0.0 + 1.0
     for start in range(0, num_cols, TILE):
         j = start + cols
         s0, ok = _global_at(a_ptr + row, score_cache_ptr, table_row, score_head_offset,
                             stride_score_block, stride_score_slot, j, n, num_hist, decay,
-                            BLOCK_SIZE, GLOBAL)
-        pooled = tl.where(ok, s0, float("-inf"))
+                            inv_a_max, BLOCK_SIZE, GLOBAL, GLOBAL_SUM)
+        if POOL_AVG:
+            pooled = tl.where(ok, s0, 0.0)
+        else:
+            pooled = tl.where(ok, s0, float("-inf"))
         for t in tl.static_range(2 * HALF + 1):  # neighbours recomputed: no cross-tile halo
             if t != HALF:
                 st, ok_t = _global_at(a_ptr + row, score_cache_ptr, table_row,
                                       score_head_offset, stride_score_block,
                                       stride_score_slot, j + (t - HALF), n, num_hist, decay,
-                                      BLOCK_SIZE, GLOBAL)
-                pooled = tl.maximum(pooled, tl.where(ok_t, st, float("-inf")))
+                                      inv_a_max, BLOCK_SIZE, GLOBAL, GLOBAL_SUM)
+                if POOL_AVG:
+                    pooled += tl.where(ok_t, st, 0.0)
+                else:
+                    pooled = tl.maximum(pooled, tl.where(ok_t, st, float("-inf")))
+        if POOL_AVG:
+            pooled = pooled / (2 * HALF + 1)
         f = tl.where(pool, pooled, s0)
         if REDUNDANCY != 0:
             x = tl.load(rho_ptr + row + j, mask=ok, other=0.0) * scale
@@ -104,7 +137,9 @@ def _final_score_kernel(a_ptr, rho_ptr, score_cache_ptr, f_ptr, s_ptr, block_tab
 def final_score(A, rho, score_cache, block_tables, phys_lens, num_history, *, window: int,
                 num_sink: int = 0, decay: float = 0.8, pooling_kernel_size: int = 1,
                 pool_every_compression: bool = False, redundancy_mode: str = "none",
-                redundancy_weight: float = 0.8, temperature: float = 0.4):
+                redundancy_weight: float = 0.8, temperature: float = 0.4,
+                global_mode: str = "max", pooling_mode: str = "max",
+                normalization: str = "none"):
     """Eviction score F (and global score S) of every slot (Triton).
 
     A:            float32 (L, B, H_kv, N) attention score, N = n_max * b, contiguous
@@ -113,6 +148,7 @@ def final_score(A, rho, score_cache, block_tables, phys_lens, num_history, *, wi
     block_tables: int32 (B, n_max);  phys_lens, num_history: int32 (B,)
     pooling_kernel_size: odd, 1 = off; pooling applies where num_history == 0 unless
                   pool_every_compression;  redundancy_mode: "none" | "raw" | "lightning"
+    global_mode:  "max" | "sum";  pooling_mode: "max" | "avg";  normalization: "none" | "max"
     returns       (F float32 (L, B, H_kv, N), S float32 like A or None without score_cache)
     """
     L, B, H, N = A.shape
@@ -131,7 +167,8 @@ def final_score(A, rho, score_cache, block_tables, phys_lens, num_history, *, wi
         *A.stride()[:3], *ssc, block_tables.stride(0), N, window, num_sink, float(decay),
         float(redundancy_weight), 1.0 / temperature, BLOCK_SIZE=b, GLOBAL=glob,
         HALF=pooling_kernel_size // 2, POOL_EVERY=bool(pool_every_compression),
-        REDUNDANCY=red, TILE=_TILE, num_warps=4)
+        REDUNDANCY=red, GLOBAL_SUM=global_mode == "sum", POOL_AVG=pooling_mode == "avg",
+        NORM_MAX=normalization == "max", TILE=_TILE, num_warps=4)
     return F, S
 
 
@@ -139,7 +176,8 @@ def final_score_reference(A, rho, score_cache, block_tables, phys_lens, num_hist
                           window: int, num_sink: int = 0, decay: float = 0.8,
                           pooling_kernel_size: int = 1, pool_every_compression: bool = False,
                           redundancy_mode: str = "none", redundancy_weight: float = 0.8,
-                          temperature: float = 0.4):
+                          temperature: float = 0.4, global_mode: str = "max",
+                          pooling_mode: str = "max", normalization: str = "none"):
     """PyTorch version of final_score (one request at a time)."""
     L, B, H, N = A.shape
     b = N // block_tables.shape[1]
@@ -147,18 +185,28 @@ def final_score_reference(A, rho, score_cache, block_tables, phys_lens, num_hist
     S = torch.zeros_like(A) if score_cache is not None else None
     for s in range(B):
         n, n_hist = int(phys_lens[s]), int(num_history[s])
+        scored = max(n - window, 0)  # the normalisations' max runs over non-window slots
         sc_s = A[:, s, :, :n].clone()
+        if normalization == "max":
+            top = sc_s[..., :scored].amax(-1, keepdim=True) if scored else torch.ones_like(
+                sc_s[..., :1])
+            sc_s = sc_s / torch.where(top > 0, top, torch.ones_like(top))
         if score_cache is not None:
-            hist = gather_positions(score_cache, block_tables[s], n_hist).float()  # (L, nh, H)
-            sc_s[..., :n_hist] = torch.maximum(sc_s[..., :n_hist], decay * hist.transpose(1, 2))
+            hist = decay * gather_positions(score_cache, block_tables[s], n_hist).float()
+            old = sc_s[..., :n_hist]
+            hist = hist.transpose(1, 2)  # (L, H, nh)
+            sc_s[..., :n_hist] = old + hist if global_mode == "sum" else torch.maximum(old, hist)
             S[:, s, :, :n] = sc_s
         f = sc_s
         if pooling_kernel_size > 1 and (n_hist == 0 or pool_every_compression):
             k = pooling_kernel_size  # max_pool1d pads with -inf: positions >= n never count
-            f = F_.max_pool1d(sc_s.reshape(L * H, 1, n), k, 1, k // 2).view(L, H, n)
+            pool = F_.avg_pool1d if pooling_mode == "avg" else F_.max_pool1d  # avg: zero pad
+            f = pool(sc_s.reshape(L * H, 1, n), k, 1, k // 2).view(L, H, n)
         if redundancy_mode != "none":
             norm = n if redundancy_mode == "raw" else b
             r = (rho[:, s, :, :n] / (temperature * norm)).softmax(-1)
+            if normalization == "max" and scored:
+                r = r / r[..., :scored].amax(-1, keepdim=True)
             f = (1 - redundancy_weight) * f - redundancy_weight * r
         f = f.clone()
         f[..., :num_sink] = float("inf")

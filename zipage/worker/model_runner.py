@@ -38,7 +38,8 @@ class ModelRunner:
         self.time_steps = False  # StepResult.device_time_s of every step (traces, calibration)
         self.graphs = None
         if device.type == "cuda" and not cfg.enforce_eager:
-            width = (cfg.num_kept_blocks + 1 if cfg.budget is not None
+            capped = cfg.budget is not None and not cfg.compression.compress_prompt_only
+            width = (cfg.num_kept_blocks + 1 if capped
                      else -(-max_model_len // self.block_size))
             self.graphs = DecodeGraphs(self, max_batch=cfg.max_num_seqs, table_width=width)
 
