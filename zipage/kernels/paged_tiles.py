@@ -79,7 +79,7 @@ def load_kv_tile(cache_ptr, scale_ptr, row_offsets, row_mask, HEAD_DIM: tl.const
     x = tl.load(cache_ptr + row_offsets[:, None] + cols[None, :], mask=mask, other=0.0)
     if QUANT:
         scale = tl.load(scale_ptr + row_offsets // HEAD_DIM, mask=row_mask, other=0.0)
-        return x.to(tl.float32) * scale[:, None]
+        x = x.to(tl.float32) * scale[:, None]  # one return: compiled Triton needs one type
     return x
 
 

@@ -11,6 +11,8 @@ from zipage.kernels._dispatch import cdiv, next_pow2, tl, triton, use_triton
 from zipage.kernels.fp8 import FP8_MAX, INV_FP8_MAX, check_scales, quantize_reference
 from zipage.kernels.paged_tiles import INTERPRETER
 
+_FP8_MAX = tl.constexpr(FP8_MAX)  # jit code may read only constexpr globals
+_INV_FP8_MAX = tl.constexpr(INV_FP8_MAX)
 _MAX_TILE = 2048  # row tile (elements); wider rows use several programs
 
 
@@ -67,10 +69,10 @@ def _quantize_row(src_ptr, cache_ptr, scale_ptr, src_row, slot, stride_src_row, 
         offsets = heads[:, None] * HEAD_DIM + cols[None, :]
         x = tl.load(src_ptr + src_row * stride_src_row + offsets, mask=mask, other=0.0)
         x = x.to(tl.float32)
-        scale = tl.max(tl.abs(x), 1) * INV_FP8_MAX
+        scale = tl.max(tl.abs(x), 1) * _INV_FP8_MAX
         inv = tl.where(scale > 0, tl.div_rn(tl.full(scale.shape, 1.0, tl.float32),
                                             tl.where(scale > 0, scale, 1.0)), 0.0)
-        q = tl.clamp(x * inv[:, None], -FP8_MAX, FP8_MAX)
+        q = tl.clamp(x * inv[:, None], -_FP8_MAX, _FP8_MAX)
         if INTERPRETER:
             q = _round_to_e4m3(q)
         tl.store(cache_ptr + slot * num_heads * HEAD_DIM + offsets,
