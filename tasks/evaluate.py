@@ -35,6 +35,17 @@ def make_tokenizer(model_id: str, kwargs: dict):
     return load_engine_tokenizer(model_id, **kwargs)
 
 
+def context_note(label: str, max_tokens: int, prompts, max_model_len: int | None) -> None:
+    """Say so when the model's context, not sampling.max_tokens, ends the samples."""
+    if max_model_len is None or not prompts:
+        return
+    room = max_model_len - min(len(p) for p in prompts)
+    if max_tokens > room:
+        print(f"[{label}] note: sampling.max_tokens={max_tokens} exceeds the model's context "
+              f"({max_model_len} tokens, prompt included): samples end at {room} new tokens "
+              f"or fewer", flush=True)
+
+
 def free_engine(llm) -> None:
     for name in ("shutdown", "close"):
         if callable(getattr(llm, name, None)):
@@ -71,6 +82,7 @@ def _generate_run(spec: RunSpec, task, problems, job: str, retime):
         tokenizer = llm.tokenizer
     try:
         prompts = [build_prompt_ids(tokenizer, task, p, eff.model) for p in problems]
+        context_note(label, eff.sampling.max_tokens, prompts, getattr(llm, "max_model_len", None))
         spec.meta["identity"] = ident.with_prompts(spec.meta["identity"], tokenizer, prompts)
         check_folder(spec, spec.meta["identity"])
         check_rows(spec, problems, [ident.prompt_hash(p) for p in prompts])

@@ -90,6 +90,16 @@ def test_cpu_clamps_are_applied_and_reported(tmp_path, data_dir, engine):
     assert s["max_tokens"] == 256 and any("sampling.max_tokens 32768 -> 256" in n for n in s["cpu_clamps"])
 
 
+def test_a_max_tokens_beyond_the_model_context_is_said(tmp_path, data_dir, engine, capsys):
+    """On a GPU nothing is clamped: max_tokens 32768 with a 4096-token model ends samples at
+    the context, and the output says so (the fake engine's max_model_len is 4096)."""
+    runner.evaluate(config(tmp_path, data_dir, "sampling.max_tokens=32768"), str(tmp_path / "m"))
+    out = capsys.readouterr().out
+    assert "sampling.max_tokens=32768 exceeds the model's context (4096 tokens" in out
+    runner.evaluate(config(tmp_path, data_dir, "sampling.max_tokens=64"), str(tmp_path / "n"))
+    assert "exceeds the model's context" not in capsys.readouterr().out
+
+
 def test_a_different_run_in_the_same_folder_is_refused(tmp_path, data_dir, engine):
     runner.evaluate(config(tmp_path, data_dir, "engine=fullkv"), str(tmp_path / "x"))
     with pytest.raises(runner.ConfigError, match="holds samples of a different run"):
