@@ -121,8 +121,8 @@ def test_preset_keeps_what_its_rule_keeps(request, name, cfg, rule, triton):
     bt, L, H = sc.batch, sc.k.shape[0], sc.k.shape[3]
     if cfg.score == "attention":
         ops = SimpleNamespace(**vars(TRITON_OPS if triton else REFERENCE_OPS))
-        ops.attention_score = lambda *a: A  # random scores in place of the model's
-        ops.redundancy = lambda *a: rho
+        ops.attention_score = lambda *a, **kw: A  # random scores in place of the model's
+        ops.redundancy = lambda *a, **kw: rho
         F, _ = score_layers(sc.k, sc.q, sc.sc if cfg.use_global_score else None, bt, cfg, ops)
     else:
         F = baseline_scores(bt, cfg, L, H, sc.b, None)
