@@ -136,7 +136,9 @@ def print_header(device: torch.device, workload: dict) -> dict:
 def write_json(path: str | None, result: dict) -> None:
     if path:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(result, indent=2, default=str))
+        tmp = Path(f"{path}.tmp")  # a crash mid-write leaves the previous file whole
+        tmp.write_text(json.dumps(result, indent=2, default=str))
+        os.replace(tmp, path)
         print(f"== results written to {path}")
 
 

@@ -189,18 +189,21 @@ def main(a) -> int:
     path, gguf = resolve(model_name, base.get("load_format", "auto"))
     spec = spec_from_hf_config(load_hf_config(path, gguf))
     model = build_model(spec, path, gguf, base.get("load_format", "auto"), dtype, device, a.seed)
-    models, raw = {}, {}
-    for text in a.configs:
-        models[text], raw[text] = calibrate_config(a, text, model, spec, model_name, base,
-                                                   device, dtype)
-    copy_bw = copy_bandwidth(device) if device.type == "cuda" else None
     gpu = env.get("gpu") or "cpu"
     name = "tiny-qwen3" if a.cpu_smoke else os.path.basename(a.model.rstrip("/"))
     out = a.out or f"results/bench/step_cost_{slug(gpu)}_{slug(name)}.json"
-    bc.write_json(out, {"format": CALIBRATION_FORMAT, "model": name, "gpu": gpu,
-                        "copy_bandwidth_GBps": copy_bw / 1e9 if copy_bw else None,
-                        "model_shape": dataclasses.asdict(spec), "environment": env,
-                        "seconds": time.perf_counter() - started, "models": models, "raw": raw})
+    data = {"format": CALIBRATION_FORMAT, "model": name, "gpu": gpu,
+            "copy_bandwidth_GBps": None, "model_shape": dataclasses.asdict(spec),
+            "environment": env, "seconds": None, "complete": False, "models": {}, "raw": {}}
+    for text in a.configs:
+        data["models"][text], data["raw"][text] = calibrate_config(
+            a, text, model, spec, model_name, base, device, dtype)
+        data["seconds"] = time.perf_counter() - started
+        bc.write_json(out, data)  # each finished config is on disk before the next starts
+    copy_bw = copy_bandwidth(device) if device.type == "cuda" else None
+    data.update(copy_bandwidth_GBps=copy_bw / 1e9 if copy_bw else None, complete=True,
+                seconds=time.perf_counter() - started)
+    bc.write_json(out, data)
     print(f"== calibration took {time.perf_counter() - started:.0f} s")
     if tmp is not None:
         tmp.cleanup()

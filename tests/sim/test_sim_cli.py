@@ -87,3 +87,23 @@ def test_paper_sweep_writes_reports_and_plot(tmp_path, measured):
     small, big = data["reports"]["paper_40GiB"], data["reports"]["paper_80GiB"]
     assert small["fullkv"]["pool_tokens"] < big["fullkv"]["pool_tokens"]
     assert data["reports"]["paper"]["output_len"]["kind"] == "capped_lognormal"
+
+
+def test_a_crash_in_a_later_config_keeps_the_finished_ones(tmp_path, monkeypatch):
+    """On the H200 a CUDA error in the fourth config lost the three measured before it."""
+    from scripts import calibrate
+    real, calls = calibrate.calibrate_config, []
+
+    def second_one_dies(a, text, *args):
+        calls.append(text)
+        if len(calls) == 2:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return real(a, text, *args)
+
+    monkeypatch.setattr(calibrate, "calibrate_config", second_one_dies)
+    out = tmp_path / "cal.json"
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        bench.main(["calibrate", "--cpu-smoke", "--out", str(out), "--warmup", "0",
+                    "--sync-reps", "1", "--reps", "2", "--host-steps", "20"])
+    data = json.loads(out.read_text())
+    assert list(data["models"]) == calls[:1] and data["complete"] is False
