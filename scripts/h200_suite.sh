@@ -3,20 +3,9 @@
 # Usage: bash scripts/h200_suite.sh [steps...]
 #   steps: gpu quick bench long long_async compression profile kernels
 #   default: gpu bench (each long-reasoning run takes ~5 min of device time)
-export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
-OUT=${OUT:-/tmp/zipage-out}; mkdir -p "$OUT"
+source "$(dirname "$0")/suite_lib.sh"
 steps=${*:-gpu bench}
 LONG="--num-requests 192 --output-len 4096 --budget 256 --block-size 32 --kv-cache-tokens 200000"
-declare -A status
-run() {  # name timeout command...
-  local name=$1 limit=$2; shift 2
-  echo "=== $name: $*"
-  local t0=$SECONDS
-  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
-  local rc=$?
-  tail -n 40 "$OUT/$name.log"
-  status[$name]="rc=$rc $((SECONDS - t0))s"
-}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import torch, triton, transformers; print('torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__)"
 bench="python3 -m scripts.bench"
@@ -30,7 +19,7 @@ for s in $steps; do
     compression) run compression 300 $bench compression --json "$OUT/compression.json" ;;
     profile) run profile 300 $bench profile --json "$OUT/profile.json" ;;
     kernels) run kernels 300 $bench kernels --json "$OUT/kernels.json" ;;
-    *) echo "unknown step $s"; status[$s]="unknown step" ;;
+    *) echo "unknown step $s"; status[$s]="unknown step"; ran+=("$s") ;;
   esac
 done
-echo "=== summary"; for s in $steps; do echo "$s: ${status[$s]}"; done
+summary

@@ -7,19 +7,9 @@
 #   tp_throughput  Qwen3-8B shape, 256 x (128 in, 512 out), TP=1 then TP=2 (~5 min)
 #   long_14b       Qwen3-14B shape at TP=2, long-reasoning benchmark, Zipage vs Full KV (~8 min)
 #   dp             Qwen3-8B shape, 1 engine vs 2 replicas on the same 512 x 1024 workload (~6 min)
-export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
-OUT=${OUT:-/tmp/zipage-out}; mkdir -p "$OUT"
+source "$(dirname "$0")/suite_lib.sh"
+SUITE_TAIL=25
 steps=${*:-tests dp}
-declare -A status
-run() {  # name timeout command...
-  local name=$1 limit=$2; shift 2
-  echo "=== $name: $*"
-  local t0=$SECONDS
-  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
-  local rc=$?
-  tail -n 25 "$OUT/$name.log"
-  status[$name]="rc=$rc $((SECONDS - t0))s"
-}
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 bench="python3 -m scripts.bench"
 for s in $steps; do
@@ -34,7 +24,7 @@ for s in $steps; do
                 --json "$OUT/long_14b_tp2.json" ;;
     dp) run dp 580 $bench dp --replicas 2 --num-requests 512 --output-len 1024 \
           --json "$OUT/dp.json" ;;
-    *) echo "unknown step $s"; status[$s]="unknown step" ;;
+    *) echo "unknown step $s"; status[$s]="unknown step"; ran+=("$s") ;;
   esac
 done
-echo "=== summary"; for s in "${!status[@]}"; do echo "$s: ${status[$s]}"; done
+summary
