@@ -37,15 +37,6 @@ from zipage import LLM, SamplingParams
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _method(name: str) -> str:
-    if name in fm.GROUPS:
-        return name
-    try:
-        return fm.canonical(name)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--model", default="smollm2-135m", help="model name or .gguf path")
     ap.add_argument("--task", default="gsm8k", choices=["gsm8k", "math500"])
@@ -59,7 +50,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--window", type=int, default=16, help="observation window W")
     ap.add_argument("--sinks", type=int, default=4,
                     help="sink tokens of the recent-window baseline")
-    ap.add_argument("--methods", nargs="*", type=_method, default=[fm.DEFAULT, "paper", "recent"])
+    ap.add_argument("--methods", nargs="*", type=fm.method_arg, default=[fm.DEFAULT, "paper", "recent"])
     ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--threads", type=int, default=1)

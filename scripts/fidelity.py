@@ -43,15 +43,6 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_METHODS = [fm.DEFAULT, "paper", "attn", "attn_global", "recent", "random"]
 
 
-def _method(name: str) -> str:
-    if name in fm.GROUPS:
-        return name
-    try:
-        return fm.canonical(name)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--model", default="smollm2-135m", help="model name or .gguf path")
     ap.add_argument("--dataset", default=None,
@@ -73,7 +64,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--window", type=int, default=16, help="observation window W")
     ap.add_argument("--sinks", type=int, default=4,
                     help="sink tokens of the recent-window baseline")
-    ap.add_argument("--methods", nargs="*", type=_method, default=DEFAULT_METHODS,
+    ap.add_argument("--methods", nargs="*", type=fm.method_arg, default=DEFAULT_METHODS,
                     help=f"any of {', '.join(fm.NAMES)}, or {fm.WEIGHT_PREFIX}<w> (full score "
                          "with redundancy weight w); none: only the texts and Full KV")
     ap.add_argument("--seed", type=int, default=0, help="shuffle of the dataset records")

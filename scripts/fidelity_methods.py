@@ -3,6 +3,8 @@
 `default` is whatever `CompressionConfig.full_score()` gives (what `engine=zipage` runs), so
 the tables always compare the shipped default; `paper` is `CompressionConfig.paper()`.
 """
+import argparse
+
 from zipage.compression.config import CompressionConfig
 from zipage.compression.presets import COMPARISON, non_default, preset
 
@@ -71,6 +73,16 @@ def canonical(name: str) -> str:
         raise ValueError(f"unknown method {name!r}; valid: {', '.join(NAMES)} or "
                          f"{WEIGHT_PREFIX}<weight>")
     return name
+
+
+def method_arg(name: str) -> str:
+    """argparse `type=` for --methods: a group name as given, else the canonical name."""
+    if name in GROUPS:
+        return name
+    try:
+        return canonical(name)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def expand(names) -> list[str]:
