@@ -14,6 +14,7 @@ import torch
 
 from zipage.compression import CompressionBatch
 from zipage.kernels.block_tables import flat_slots
+from zipage.kernels.eviction_score import select_keep
 
 
 @dataclass
@@ -118,3 +119,14 @@ def expected_compaction(sc, keep, S):
                         cache.view(cache.shape[0], -1, cache.shape[3])[l, dst[p], h] = \
                             S[l, s, h, j]
     return k, v, cache
+
+
+def random_keep(sc):
+    """Random top-K mask (window kept, invalid never) and a random global score S."""
+    bt = sc.batch
+    L, H, N = sc.k.shape[0], sc.k.shape[3], bt.block_tables.shape[1] * sc.b
+    F = torch.rand(L, bt.size, H, N)
+    for s, n in enumerate(bt.phys_lens.tolist()):
+        F[:, s, :, n - 8:n] = float("inf")
+        F[:, s, :, n:] = float("-inf")
+    return select_keep(F, bt.num_keep), torch.rand(L, bt.size, H, N)

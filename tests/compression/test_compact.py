@@ -1,10 +1,9 @@
 """Compaction (docs/method.md §7): the four aliasing cases, shared prefixes, padded batches."""
 import pytest
 import torch
-from compression_scene import MIXED, expected_compaction, make_scene
+from compression_scene import MIXED, expected_compaction, make_scene, random_keep
 
 from zipage.kernels.compact_kv import compact, compact_reference
-from zipage.kernels.eviction_score import select_keep
 
 SHARED = [  # two requests on one shared prefix, and a prefix longer than C blocks
     dict(kind="shared", shared=2, n=4 * 16 + 5),
@@ -12,17 +11,6 @@ SHARED = [  # two requests on one shared prefix, and a prefix longer than C bloc
     dict(kind="shared", shared=3, n=4 * 16 + 5),
     dict(kind="compressed"),
 ]
-
-
-def _keep(sc):
-    """Random top-K mask (window kept, invalid never) and a random global score S."""
-    bt = sc.batch
-    L, H, N = sc.k.shape[0], sc.k.shape[3], bt.block_tables.shape[1] * sc.b
-    F = torch.rand(L, bt.size, H, N)
-    for s, n in enumerate(bt.phys_lens.tolist()):
-        F[:, s, :, n - 8:n] = float("inf")
-        F[:, s, :, n:] = float("-inf")
-    return select_keep(F, bt.num_keep), torch.rand(L, bt.size, H, N)
 
 
 def _run(fn, sc, keep, S):
@@ -41,7 +29,7 @@ def _check(got, want):
                                            (SHARED, 24, torch.bfloat16)])
 def test_kernel_and_reference_match_naive(triton_cpu, specs, D, dtype):
     sc = make_scene(specs, D=D, dtype=dtype)
-    keep, S = _keep(sc)
+    keep, S = random_keep(sc)
     want = expected_compaction(sc, keep, S)
     _check(_run(compact, sc, keep, S), want)
     _check(_run(compact_reference, sc, keep, S), want)
@@ -49,7 +37,7 @@ def test_kernel_and_reference_match_naive(triton_cpu, specs, D, dtype):
 
 def test_without_score_cache(triton_cpu):
     sc = make_scene(MIXED)
-    keep, S = _keep(sc)
+    keep, S = random_keep(sc)
     k, v = sc.k.clone(), sc.v.clone()
     bt = sc.batch
     compact(k, v, keep, bt.block_tables, bt.target_tables, bt.phys_lens)

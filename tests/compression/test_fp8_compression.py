@@ -4,12 +4,11 @@ from dataclasses import replace
 
 import pytest
 import torch
-from compression_scene import MIXED, expected_compaction, make_scene
+from compression_scene import MIXED, expected_compaction, make_scene, random_keep
 
 from zipage.compression import REFERENCE_OPS, TRITON_OPS, CompressionConfig, compress_batch
 from zipage.kernels.attention_score import attention_score, attention_score_reference
 from zipage.kernels.compact_kv import compact, compact_reference
-from zipage.kernels.eviction_score import select_keep
 from zipage.kernels.fp8 import FP8_DTYPE, dequantize_reference, quantize_reference
 from zipage.kernels.key_redundancy import redundancy, redundancy_reference
 
@@ -50,16 +49,6 @@ def test_redundancy_fp8(triton_cpu, lightning, unit_dtype):
     torch.testing.assert_close(fp32, deq, rtol=1e-5, atol=1e-5)
 
 
-def _keep(sc):
-    bt = sc.batch
-    L, H, N = sc.k.shape[0], sc.k.shape[3], bt.block_tables.shape[1] * sc.b
-    F = torch.rand(L, bt.size, H, N)
-    for s, n in enumerate(bt.phys_lens.tolist()):
-        F[:, s, :, n - 8:n] = float("inf")
-        F[:, s, :, n:] = float("-inf")
-    return select_keep(F, bt.num_keep), torch.rand(L, bt.size, H, N)
-
-
 def _bits(t):
     return t.view(torch.uint8) if t.dtype == FP8_DTYPE else t
 
@@ -67,7 +56,7 @@ def _bits(t):
 @pytest.mark.parametrize("fn", [compact, compact_reference])
 def test_compact_moves_scales(triton_cpu, fn):
     sc, k8, ks, v8, vs = _fp8_scene()
-    keep, S = _keep(sc)
+    keep, S = random_keep(sc)
     bt = sc.batch
     got = [t.clone() for t in (k8, v8, ks, vs)] + [sc.sc.clone()]
     fn(got[0], got[1], keep, bt.block_tables, bt.target_tables, bt.phys_lens, S, got[4],
