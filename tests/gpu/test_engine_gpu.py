@@ -92,3 +92,21 @@ def test_compression_keeps_every_request_within_the_cap(engine, redundancy):
         assert m["num_compressions"] >= 1, (len(prompt), m)
     assert llm.last_stats.num_compressions >= len(prompts)
     assert_no_leaked_blocks(llm)
+
+
+@pytest.mark.parametrize("name", ["rkv", "gkv", "snapkv_decode", "streaming_llm", "h2o"])
+def test_comparison_presets_keep_every_request_within_the_cap(engine, name):
+    """Each preset's Triton path (H2O's per-step attention statistics included) on CUDA."""
+    from zipage.compression.presets import preset
+    budget, block = 128, 16
+    llm = engine("qwen3-1.7b", load_format="dummy", block_size=block, budget=budget,
+                 max_num_seqs=64, max_model_len=4096, gpu_memory_utilization=0.5,
+                 compression=preset(name))
+    prompts = random_prompts([20 + 11 * i for i in range(32)], vocab=151936, seed=6)
+    params = SamplingParams(temperature=0.6, seed=1, max_tokens=400, ignore_eos=True)
+    outs = llm.generate(prompts, params, use_tqdm=False)
+    for prompt, out in zip(prompts, outs):
+        assert out.error is None and len(out.token_ids) == 400
+        assert out.metrics["peak_kv_tokens"] <= max(budget + block, len(prompt)), out.metrics
+        assert out.metrics["num_compressions"] >= 1, out.metrics
+    assert_no_leaked_blocks(llm)
