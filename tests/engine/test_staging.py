@@ -23,7 +23,7 @@ class Event:
     def __init__(self, stream: Stream):
         self.stream, self.mark = stream, 0
 
-    def record(self):
+    def record(self, stream=None):
         self.mark = len(self.stream.queue)
 
     def synchronize(self):

@@ -72,7 +72,7 @@ class DecodeGraphs:
         self.vectors[:, :bs].copy_(host_vectors[:, :bs], non_blocking=True)
         self.lens[:bs].copy_(host_lens[:bs], non_blocking=True)
         self.tables[:bs].copy_(host_tables[:bs], non_blocking=True)
-        self.staging.queued()
+        self.staging.queued(torch.cuda.current_stream(self.tables.device))  # the copies' stream
         if pending is not None:
             self.ids[pending[0]] = pending[1]
         self.graphs[bs].replay()

@@ -5,8 +5,8 @@ reaches it in the stream, possibly after later steps were prepared on the host. 
 therefore rewritten only after an event recorded behind its last copies has passed. The
 asynchronous engine has at most one step in flight when it prepares the next, so two sets
 never wait there; the calibration launches three steps back to back, and without the wait
-its third step rewrote the first step's queued tables (through -1 padding, mid-write: an
-illegal memory access on the H200, docs/status.md).
+its third step rewrote the first step's queued tables (-1 padding mid-write: the likely
+cause of the H200 illegal memory access of docs/status.md item 1).
 """
 from typing import Callable
 
@@ -28,7 +28,8 @@ class StagingRing:
         self.events[i].synchronize()
         return self.sets[i]
 
-    def queued(self) -> None:
-        """The copies from the set take() returned are queued on the current stream."""
-        self.events[self.turn % len(self.sets)].record()
+    def queued(self, stream=None) -> None:
+        """The copies from the set take() returned are queued on `stream` (default: the
+        current one)."""
+        self.events[self.turn % len(self.sets)].record(stream)
         self.turn += 1
