@@ -49,6 +49,30 @@ def test_grid_stays_inside_the_pool(compressed):
     assert len({p.name for p in pts}) == len(pts)
 
 
+@pytest.mark.parametrize("num_blocks", [24143, 24182])  # zipage/b32 pools of two H200 runs
+def test_b32_grid_steps_stay_in_the_pool(num_blocks):
+    """Every step of the zipage/b32 grid (C = 8, 512 query slots) over qwen3-8b's H200 pool:
+    block ids inside the pool, no block read by two rows, decode tables within the CUDA
+    graphs' C + 1 columns, compression targets the first C + 1 source blocks (in-place
+    compaction) and every query slot exists."""
+    b, C, slots = 32, 8, 512
+    pts = calibration_grid(True, b, C, num_blocks * b, 512, 8192, 33152 - b)
+    assert len(pts) == 35  # the points of the H200 logs
+    for p in pts:
+        step = synthetic_step(p, b, num_blocks, C, slots, PARAMS)
+        owner = {}
+        for row in step.requests.values():
+            assert 0 <= row.query_slot < slots, p.name
+            assert row.num_tokens > 1 or len(row.block_table) <= C + 1  # the graphs' width
+            for blk in row.block_table:
+                assert 0 <= blk < num_blocks and owner.setdefault(blk, row.seq_id) == row.seq_id
+        for t in step.compressions.values():
+            assert t.target_table == t.old_table[:C + 1] and 0 <= t.query_slot < slots
+            assert all(owner.setdefault(blk, t.seq_id) == t.seq_id and 0 <= blk < num_blocks
+                       for blk in t.old_table), p.name
+            assert C * b < t.phys_len <= len(t.old_table) * b
+
+
 @pytest.fixture(scope="module")
 def zipage_llm(tiny_folder):
     return LLM(tiny_folder, device="cpu", block_size=16, budget=32, kv_cache_tokens=4096,

@@ -5,6 +5,7 @@ import torch
 
 from zipage.layers.attention import AttentionMetadata
 from zipage.worker.batch import Batch, pad_tables
+from zipage.worker.staging import StagingRing
 
 
 def _capture_sizes(max_batch: int) -> list[int]:
@@ -22,12 +23,11 @@ class DecodeGraphs:
         self.lens = torch.zeros(max_batch, dtype=torch.int32, device=dev)
         self.tables = torch.full((max_batch, table_width), -1, dtype=torch.int32, device=dev)
         # Pinned host staging: three copies per step instead of one per input. Two sets, used
-        # in turn: with asynchronous scheduling the previous step's copies may still be queued.
-        self.staging = [(torch.zeros(4, max_batch, dtype=torch.int64).pin_memory(),
-                         torch.zeros(max_batch, dtype=torch.int32).pin_memory(),
-                         torch.zeros(max_batch, table_width, dtype=torch.int32).pin_memory())
-                        for _ in range(2)]
-        self.step = 0
+        # in turn, each rewritten only once its previous copies have run (staging.py).
+        self.staging = StagingRing(lambda: (
+            torch.zeros(4, max_batch, dtype=torch.int64).pin_memory(),
+            torch.zeros(max_batch, dtype=torch.int32).pin_memory(),
+            torch.zeros(max_batch, table_width, dtype=torch.int32).pin_memory()))
         self.sizes = _capture_sizes(max_batch)
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self.outputs: dict[int, torch.Tensor] = {}
@@ -61,8 +61,7 @@ class DecodeGraphs:
         """pending: (rows, tokens) device tensors for input ids still being sampled."""
         n = len(batch.input_ids)
         bs = next(s for s in self.sizes if s >= n)
-        host_vectors, host_lens, host_tables = self.staging[self.step % 2]
-        self.step += 1
+        host_vectors, host_lens, host_tables = self.staging.take()
         vec = host_vectors.numpy()
         vec[:, n:bs] = [[0], [0], [-1], [-1]]  # padded rows write nothing and attend to nothing
         vec[0, :n], vec[1, :n] = batch.input_ids, batch.positions
@@ -73,6 +72,7 @@ class DecodeGraphs:
         self.vectors[:, :bs].copy_(host_vectors[:, :bs], non_blocking=True)
         self.lens[:bs].copy_(host_lens[:bs], non_blocking=True)
         self.tables[:bs].copy_(host_tables[:bs], non_blocking=True)
+        self.staging.queued(torch.cuda.current_stream(self.tables.device))  # the copies' stream
         if pending is not None:
             self.ids[pending[0]] = pending[1]
         self.graphs[bs].replay()
