@@ -45,8 +45,10 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_scoring_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scoring", default="zipage", choices=sorted(SCORING),
-                   help="eviction score: zipage = CompressionConfig.full_score() (the default, "
-                        "what engine=zipage runs: redundancy weight 0.2); zipage_paper = "
+                   help="eviction score: zipage = CompressionConfig() (the default, what "
+                        "engine=zipage runs: window attention alone, docs/fidelity.md); "
+                        "zipage_full = CompressionConfig.full_score() (global + pool + "
+                        "lightning redundancy, weight 0.2); zipage_paper = "
                         "CompressionConfig.paper() (the published weight 0.8); the others: "
                         "the comparison presets of docs/method.md §14")
 

@@ -1,7 +1,9 @@
 """Eviction methods compared by the fidelity and agreement benchmarks: name -> engine options.
 
-`default` is whatever `CompressionConfig.full_score()` gives (what `engine=zipage` runs), so
-the tables always compare the shipped default; `paper` is `CompressionConfig.paper()`.
+`default` is whatever `CompressionConfig()` gives (what `engine=zipage` runs: window attention
+alone since the block-256 decision of docs/fidelity.md), so the tables always compare the
+shipped default; `full` is `CompressionConfig.full_score()` (the default before that decision),
+`paper` is `CompressionConfig.paper()`.
 """
 import argparse
 
@@ -21,14 +23,21 @@ def _full(**overrides) -> dict:
     return _options(CompressionConfig.full_score(**overrides))
 
 
-def default_weight() -> float:
-    return CompressionConfig.full_score().redundancy_weight
+def _describe(config: CompressionConfig) -> str:
+    terms = [t for t, on in (("global", config.use_global_score), ("pool", config.use_pooling),
+                             (config.redundancy, config.redundancy != "none")) if on]
+    if not terms:
+        return "attention only"
+    weight = f", redundancy weight {config.redundancy_weight:g}" if config.redundancy != "none" else ""
+    return " + ".join(terms) + weight
 
 
 # name -> (label, options builder(sinks)); options are flat LLM keyword arguments.
 _METHODS = {
-    DEFAULT: (lambda: f"default score (global + pool + lightning, redundancy weight "
-                      f"{default_weight():g})", lambda sinks: _full()),
+    DEFAULT: (lambda: f"default score ({_describe(CompressionConfig())}, engine=zipage)",
+              lambda sinks: _options(CompressionConfig())),
+    "full": (lambda: f"full score ({_describe(CompressionConfig.full_score())}, "
+                     f"engine=zipage_full)", lambda sinks: _full()),
     "paper": (lambda: "paper score (redundancy weight 0.8, engine=zipage_paper)",
               lambda sinks: _options(CompressionConfig.paper())),
     "attn": (lambda: "attention only", lambda sinks: {}),

@@ -8,7 +8,7 @@
 Workload: N random-token prompts (seeded), every request generates exactly `output_len`
 tokens (ignore_eos), sampled at the given temperature; random weights with the model's
 shapes. The same engine code runs twice, Full KV (budget None) then Zipage (budget B, scored
-with --scoring: by default CompressionConfig.full_score(), what engine=zipage runs), same
+with --scoring: by default CompressionConfig(), what engine=zipage runs), same
 prompts, same pool size; each engine gets an untimed warm-up (Zipage's compresses, so Triton
 compiles outside the timed run). Output tok/s = N x output_len / wall time of `generate`.
 Long reasoning is where Full KV runs out of KV memory: its concurrency falls to

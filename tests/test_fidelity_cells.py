@@ -51,11 +51,13 @@ def _engine_yaml(name):
 
 
 def test_default_method_is_the_engine_default_everywhere():
-    full = CompressionConfig.full_score()
-    assert fm.options(fm.DEFAULT) == {k: getattr(full, k) for k in _engine_yaml("zipage")}
-    assert fm.options("paper") == {k: getattr(CompressionConfig.paper(), k)
-                                   for k in _engine_yaml("zipage_paper")}
-    assert _engine_yaml("zipage")["redundancy_weight"] == fm.default_weight()
+    from zipage.compression.presets import preset
+    for method, engine in ((fm.DEFAULT, "zipage"), ("full", "zipage_full"),
+                           ("paper", "zipage_paper")):
+        config = preset(engine)
+        assert fm.options(method) == {k: getattr(config, k) for k in _engine_yaml(engine)}
+    # the block-256 decision (docs/fidelity.md): the default is attention only
+    assert CompressionConfig(**fm.options(fm.DEFAULT)) == CompressionConfig(**fm.options("attn"))
     assert _engine_yaml("zipage_paper")["redundancy_weight"] == 0.8
 
 

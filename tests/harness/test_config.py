@@ -84,22 +84,28 @@ def test_data_dir_from_env_and_missing_data_source(tmp_path):
     assert p.returncode == 2 and "data_dir=/nonexistent-env-dir" in p.stderr
 
 
-def test_engine_presets_our_full_score_and_the_paper_weight():
+def test_engine_presets_default_attention_full_score_and_paper_weight():
+    """engine=zipage is CompressionConfig() (attention alone); the other two keep every term."""
     from hydra import compose, initialize_config_dir
     from tasks.config import register_configs
     from tasks.evaluate import engine_kwargs
+    from zipage.compression.config import CompressionConfig
     from zipage.config import EngineConfig
     register_configs()
+    terms = {}
     with initialize_config_dir(config_dir=os.path.join(ROOT, "configs"), version_base=None):
-        ours = compose("config", overrides=["budget=1024"])
-        paper = compose("config", overrides=["engine=zipage_paper", "budget=1024"])
-    weights = {}
-    for cfg in (ours, paper):
-        kw = engine_kwargs(cfg.engine)
-        engine = EngineConfig.from_kwargs("m", **kw)  # the engine accepts every key
-        weights[cfg.engine.name] = engine.compression.redundancy_weight
-        assert engine.compression.redundancy == "lightning" and engine.compression.use_pooling
-    assert weights == {"zipage": 0.2, "zipage_paper": 0.8}
+        for name in ("zipage", "zipage_full", "zipage_paper"):
+            cfg = compose("config", overrides=[f"engine={name}", "budget=1024"])
+            engine = EngineConfig.from_kwargs("m", **engine_kwargs(cfg.engine))  # accepts every key
+            c = engine.compression
+            terms[cfg.engine.name] = (c.use_global_score, c.use_pooling, c.redundancy,
+                                      c.redundancy_weight)
+    d = CompressionConfig()
+    assert terms["zipage"] == (d.use_global_score, d.use_pooling, d.redundancy,
+                               d.redundancy_weight)
+    assert terms["zipage"][:3] == (False, False, "none")
+    assert terms["zipage_full"] == (True, True, "lightning", 0.2)
+    assert terms["zipage_paper"] == (True, True, "lightning", 0.8)
 
 
 @pytest.mark.parametrize("override,needle", [

@@ -13,15 +13,14 @@ NORMALIZATIONS = ("none", "max")  # max: A / max A and R / max R per head (G-KV)
 
 @dataclass(frozen=True)
 class CompressionConfig:
-    """How Compressed PagedAttention ranks tokens. Defaults: plain window attention score.
+    """How Compressed PagedAttention ranks tokens. Defaults: the window attention score alone,
+    what `engine=zipage` runs (docs/fidelity.md, "Decision": at block 256 it predicted SmolLM2's
+    text better than the full score at every redundancy weight tried, and kept final answers
+    as often). `full_score()` and `paper()` add the global score, pooling and redundancy.
 
     Final score per (layer, request, KV head), top-K kept:
         F = (1 - redundancy_weight) * pooled_score - redundancy_weight * redundancy
     (the paper's lambda = 1 - redundancy_weight; with redundancy "none", F = pooled_score).
-    redundancy_weight defaults to 0.2, not the paper's 0.8: with 0.8 the redundancy softmax
-    decides the ranking of every token but the heavy hitters, and teacher-forced fidelity on
-    SmolLM2 was worse (chosen on tuning texts, confirmed on disjoint test texts:
-    results/fidelity_smollm2*.md). `paper()` keeps the published 0.8.
     """
 
     observation_window: int = 16  # W recent queries scoring the cache; always kept
@@ -84,7 +83,8 @@ class CompressionConfig:
     @classmethod
     def full_score(cls, **overrides) -> "CompressionConfig":
         """Every term of the Zipage score: global score, first-compression pooling, lightning
-        redundancy at our default weight (0.2)."""
+        redundancy at weight 0.2 (the best weight at block 16, results/fidelity_smollm2.md;
+        the paper's is 0.8)."""
         base = dict(use_global_score=True, use_pooling=True, redundancy="lightning")
         return cls(**{**base, **overrides})
 

@@ -5,7 +5,8 @@ from dataclasses import fields
 from zipage.compression.config import CompressionConfig
 
 PRESETS = {
-    "zipage": CompressionConfig.full_score,
+    "zipage": CompressionConfig,  # the default: window attention alone (docs/fidelity.md)
+    "zipage_full": CompressionConfig.full_score,
     "zipage_paper": CompressionConfig.paper,
     "rkv": CompressionConfig.rkv,
     "gkv": CompressionConfig.gkv,
