@@ -2,6 +2,7 @@
 
   python -m scripts.fidelity_gpu --max-wall-s 400            # the H200 (profile h200)
   python -m scripts.fidelity_gpu --profile tiny --max-wall-s 90   # logic check on a CPU
+  python -m scripts.fidelity_gpu --priorities 4 --workers 12       # issue 17: the presets
 
 Tasks (scripts/fidelity_plan.py) run in priority order in worker processes
 (scripts/timebox.py); every finished cell is on disk at once; a cell that cannot finish

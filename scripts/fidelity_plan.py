@@ -4,12 +4,16 @@ Priority 1: block 256 (the paper's), budgets 1024 and 2048, on test texts of bot
 (human solutions; SmolLM2's own sampled solutions) for every method, and on disjoint tuning
 texts for the scoring candidates (the weight sweep selects there). Priority 2: block 64,
 budgets 512/1024/2048. Priority 3: end-to-end answer agreement (greedy GSM8K and MATH-500,
-GSM8K at T 0.6 over seeds), block 16, budgets 128-512. Each task is one engine; every group
-(run) that needs a (method, budget) cell shares it (scripts/fidelity_batch.py).
+GSM8K at T 0.6 over seeds), block 16, budgets 128-512. Priority 4 (issue 17): every
+comparison preset next to the default, the paper score, recent and random on the test
+solutions, at block 256 (budgets 1024/2048) and block 16 (budgets 128-512, shorter texts).
+Each task is one engine; every group (run) that needs a (method, budget) cell shares it
+(scripts/fidelity_batch.py).
 """
 from dataclasses import dataclass, field
 
 from scripts.timebox import Task
+from zipage.compression.presets import COMPARISON
 
 DEV_SWEEP = "results/fidelity_smollm2_dev_sweep.json"  # the block-16 study's tuning texts
 SWEEP = ["rw=0.5", "rw=0.35", "rw=0.65", "rw=0.1", "rw=0"]
@@ -40,6 +44,10 @@ class Profile:
     agree_problems: int = 100
     agree_samples: int = 4
     agree_methods: tuple = ("default", "recent", "attn", "paper", "random")
+    preset_methods: tuple = ("default", "full", "paper", "recent", "random", *COMPARISON)
+    preset_block16: int = 16
+    preset_budgets16: tuple = (128, 256, 512)
+    preset_text_tokens16: int = 2048
     suffix: str = "_h200"
     prior_rate: dict = field(default_factory=lambda: {"fidelity": 0.02, "agree": 0.05,
                                                        "texts": 0.1})
@@ -56,7 +64,9 @@ PROFILES = {
                     test_methods=("default", "attn", "recent", "random", "rw=0.5"),
                     tune_methods=("default", "attn", "rw=0.5"), methods2=("default", "recent"),
                     agree_budgets=(32,), agree_max_tokens=24, agree_problems=2,
-                    agree_samples=2, agree_methods=("default", "recent"), suffix="_tiny",
+                    agree_samples=2, agree_methods=("default", "recent"),
+                    preset_methods=("default", "recent", "rkv", "snapkv", "h2o"),
+                    preset_budgets16=(32,), preset_text_tokens16=80, suffix="_tiny",
                     prior_rate={"fidelity": 0.2, "agree": 0.5, "texts": 1.0},
                     overhead_s=3.0, workers=2),
 }
@@ -74,6 +84,9 @@ def fidelity_groups(p: Profile, results: str) -> dict:
     tune = f"--text-source solutions --num-texts {p.num_tuning_texts} --seed 1 " \
            f"--exclude-sources {DEV_SWEEP} {test_sources(p, results)}"
 
+    b16 = (f"--block-size {p.preset_block16} --budgets {' '.join(map(str, p.preset_budgets16))}"
+           f" --text-tokens {p.preset_text_tokens16}")  # the last --text-tokens wins
+
     def g(name, block_flags, text_flags, methods):
         return (f"{common} {block_flags} {text_flags} --out {results}/fidelity_{name}{p.suffix}"
                 f"{_cells(results, f'fidelity_{name}{p.suffix}')} --methods {' '.join(methods)}")
@@ -81,7 +94,14 @@ def fidelity_groups(p: Profile, results: str) -> dict:
             "generated": g(f"b{p.block}_generated", b1, gen, p.test_methods),
             "tuning": g(f"b{p.block}_tuning", b1, tune, p.tune_methods),
             "solutions2": g(f"b{p.block2}_solutions", b2, sol, p.methods2),
-            "generated2": g(f"b{p.block2}_generated", b2, gen, p.methods2)}
+            "generated2": g(f"b{p.block2}_generated", b2, gen, p.methods2),
+            "presets": g(f"b{p.block}_presets", b1, sol, p.preset_methods),
+            "presets16": g(f"b{p.preset_block16}_presets_t{p.preset_text_tokens16}", b16, sol,
+                           p.preset_methods)}
+
+
+ROLES = {1: ("solutions", "generated", "tuning"), 2: ("solutions2", "generated2"),
+         4: ("presets", "presets16")}  # fidelity groups of each priority (3: agreement)
 
 
 def _cells(results: str, name: str) -> str:
@@ -115,14 +135,18 @@ def tasks(p: Profile, results: str, priorities=(1, 2, 3)) -> list[Task]:
     fg, ag = fidelity_groups(p, results), agreement_groups(p, results)
     n1 = {"solutions": p.num_solution_texts, "generated": p.num_generated_texts,
           "tuning": p.num_tuning_texts}
-    out = [] if not {1, 2} & set(priorities) else [
+    roles = [r for r in fg if any(r in ROLES.get(q, ()) for q in priorities)]
+    if "tuning" in roles and "solutions" not in roles:  # tuning excludes the test texts
+        roles.insert(0, "solutions")
+    sources = {roles.index("solutions"): test_sources(p, results)} if "solutions" in roles else {}
+    out = [] if not roles else [
         Task("texts", "scripts.fidelity_batch:build_texts", priority=0, kind="texts",
              steps=p.solution_tokens, mem_gb=_mem_gb(p, 250 * (p.solution_tokens + 640)),
-             kwargs=dict(groups=list(fg.values()), sources_file={0: test_sources(p, results)}))]
+             kwargs=dict(groups=[fg[r] for r in roles], sources_file=sources))]
 
-    def fid(name, groups, method, budget, prompt, block, prio, ntexts):
-        steps = p.text_tokens - prompt
-        kv = ntexts * ((p.text_tokens if method is None else budget) + 2 * block)
+    def fid(name, groups, method, budget, prompt, block, prio, ntexts, tokens=p.text_tokens):
+        steps = tokens - prompt
+        kv = ntexts * ((tokens if method is None else budget) + 2 * block)
         out.append(Task(name, "scripts.fidelity_batch:fidelity_cell", priority=prio,
                         kind="fidelity", steps=steps, mem_gb=_mem_gb(p, kv), after=("texts",),
                         kwargs=dict(groups=[fg[g] for g in groups], method=method,
@@ -154,4 +178,14 @@ def tasks(p: Profile, results: str, priorities=(1, 2, 3)) -> list[Task]:
                             "scripts.fidelity_batch:agreement_cell", priority=3, kind="agree",
                             steps=p.agree_max_tokens, mem_gb=_mem_gb(p, reqs * per),
                             kwargs=dict(groups=list(ag.values()), method=m, budget=B)))
+    if 4 in priorities:
+        for role, block, budgets, tokens in (
+                ("presets", p.block, p.budgets, p.text_tokens),
+                ("presets16", p.preset_block16, p.preset_budgets16, p.preset_text_tokens16)):
+            n = p.num_solution_texts
+            fid(f"{role} full", [role], None, None, min(budgets), block, 4, n,
+                tokens)
+            for m in p.preset_methods:
+                for B in budgets:
+                    fid(f"{role} {m}@{B}", [role], m, B, B, block, 4, n, tokens)
     return out

@@ -2,6 +2,9 @@
 process, four engines in turn, and the ratios printed at the end:
 
   Full KV  256 requests x (128 prompt -> 512 output), auto vs fp8 (pool: all free memory)
+  Full KV long: --full-long-requests x (128 -> --full-long-output-len) on pools of
+           --full-long-pool-gib GiB: more requests than the auto pool holds, so the fp8
+           pool runs about twice as many at once (the rest wait or are preempted)
   Zipage   budget 2048, block 256, 128 -> --zipage-output-len tokens; both pools of
            --zipage-pool-gib GiB (K, V, scales, global score) filled: as many requests as
            run at once (llm.max_concurrency), so fp8 runs ~1.9x the requests in one wave
@@ -35,7 +38,10 @@ def main(argv=None) -> int:
                     help="> budget + block - prompt, so every request compresses")
     ap.add_argument("--max-num-seqs", type=int, default=128,
                     help="caps the filled pool (CUDA graphs are captured up to it)")
-    ap.add_argument("--only", choices=["full", "zipage"], default=None)
+    ap.add_argument("--full-long-requests", type=int, default=64)
+    ap.add_argument("--full-long-output-len", type=int, default=2048)
+    ap.add_argument("--full-long-pool-gib", type=float, default=8.0)
+    ap.add_argument("--only", choices=["full", "full_long", "zipage"], nargs="+", default=None)
     ap.add_argument("--out", default="results/bench/fp8_throughput")
     a = ap.parse_args(argv)
     smoke = ["--cpu-smoke"] if a.cpu_smoke else []
@@ -47,10 +53,15 @@ def main(argv=None) -> int:
               "64" if a.cpu_smoke else str(a.zipage_output_len), "--kv-cache-gib",
               "0.0002" if a.cpu_smoke else str(a.zipage_pool_gib),
               "--max-num-seqs", str(a.max_num_seqs)]
-    workloads = {"full": full, "zipage": zipage}
+    full_long = ["--num-requests", "4" if a.cpu_smoke else str(a.full_long_requests),
+                 "--prompt-len", "16" if a.cpu_smoke else "128", "--output-len",
+                 "32" if a.cpu_smoke else str(a.full_long_output_len), "--block-size",
+                 "16" if a.cpu_smoke else "256", "--kv-cache-gib",
+                 "0.0001" if a.cpu_smoke else str(a.full_long_pool_gib)]
+    workloads = {"full": full, "full_long": full_long, "zipage": zipage}
     runs, failed = {}, 0
     for name, flags in workloads.items():
-        if a.only and name != a.only:
+        if a.only and name not in a.only:
             continue
         for kv in ("auto", "fp8"):
             print(f"\n######## {name} kv_cache_dtype={kv}", flush=True)
@@ -58,8 +69,8 @@ def main(argv=None) -> int:
                           *flags])
             failed |= throughput.main(args)
             runs[f"{name}/{kv}"] = args.result
-    lines = ["| workload | kv_cache_dtype | requests | pool blocks | output tok/s | wall s | "
-             "fp8 / auto |", "|---|---|---|---|---|---|---|"]
+    lines = ["| workload | kv_cache_dtype | requests | pool blocks | mean running | preemptions "
+             "| output tok/s | wall s | fp8 / auto |", "|---|---|---|---|---|---|---|---|---|"]
     for key, r in runs.items():
         name, kv = key.split("/")
         ours = r["ours"]
@@ -68,6 +79,8 @@ def main(argv=None) -> int:
             if kv == "fp8" and auto else None
         lines.append(f"| {name} | {kv} | {r['workload']['num_requests']} | "
                      f"{r['engine_options']['num_kv_blocks']} | "
+                     f"{ours['stats'].get('mean_running', 0):.1f} | "
+                     f"{ours['stats'].get('num_preemptions', 0)} | "
                      f"{ours['output_tokens_per_s']:.0f} | {ours['wall_time_s']:.1f} | "
                      f"{'' if ratio is None else f'{ratio:.2f}x'} |")
     table = "\n".join(lines)

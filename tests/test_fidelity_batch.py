@@ -86,6 +86,29 @@ def test_the_h200_plan_covers_issue_13():
         assert g.no_grade and "recent" in g.methods and "default" in g.methods
 
 
+def test_the_h200_preset_plan_covers_issue_17():
+    """Priority 4: every comparison preset next to the default, recent and random, at block
+    256 (budgets 1024, 2048) and block 16 (128-512), with a Full-KV reference per block."""
+    from zipage.compression.presets import COMPARISON
+    p = fp.PROFILES["h200"]
+    groups = fp.fidelity_groups(p, "results")
+    tasks = fp.tasks(p, "results", priorities=[4])
+    b256, b16 = (fb.parse(fidelity, groups[r]) for r in ("presets", "presets16"))
+    assert (b256.block_size, b256.budgets, b256.text_tokens) == (256, [1024, 2048], 4096)
+    assert (b16.block_size, b16.budgets) == (16, [128, 256, 512])
+    assert b16.text_tokens >= 4 * max(b16.budgets)
+    cells = {(tuple(t.kwargs["groups"]), t.kwargs["method"], t.kwargs["budget"])
+             for t in tasks if t.kind == "fidelity"}
+    for role, budgets in (("presets", (1024, 2048)), ("presets16", (128, 256, 512))):
+        g = (groups[role],)
+        assert (g, None, None) in cells
+        assert {(g, m, B) for m in (*COMPARISON, "default", "recent", "random")
+                for B in budgets} <= cells
+    texts = next(t for t in tasks if t.kind == "texts")
+    assert texts.kwargs["groups"] == [groups["presets"], groups["presets16"]]
+    assert not texts.kwargs["sources_file"]  # no tuning run here: nothing to exclude
+
+
 def test_model_loading_is_memoised_once_per_process():
     fe.cache_model_loading()  # raised AttributeError once the loader had no _checkpoint_state
     import zipage.models.loader as zloader
