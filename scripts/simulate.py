@@ -56,7 +56,8 @@ def add_arguments(p):
     p.add_argument("--temperature", type=float, default=0.6)
     bc.add_common_arguments(p)
     p.add_argument("--validate", nargs="+", metavar="REPORT", help="measured `long --json` runs")
-    p.add_argument("--trace", nargs="+", metavar="TRACE", help="their traces (same order)")
+    p.add_argument("--trace", nargs="+", metavar="TRACE",
+                   help="their traces (same order; - for a run without one)")
     p.add_argument("--markdown", metavar="PATH", help="write the validation table here")
     p.add_argument("--paper", action="store_true",
                    help="paper workload (mean: --mean-output-len, default 16384), GPU sizes, "
@@ -182,7 +183,7 @@ def validate(a, cal) -> int:
               f"{'async' if measured['async_scheduling'] else 'sync'}; "
               + ", ".join(f"{r['engine']} {r['sample']}" for r in rows) + "\n"
               + rp.format_comparison(rows))
-        if traces:
+        if traces and traces[i] != "-":  # "-": this run has no trace
             lines = trace_breakdown(traces[i], predicted, cal.cost, measured["block_size"])
             print("\n".join(lines))
         runs.append((path, rows))
