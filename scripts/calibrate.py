@@ -7,17 +7,17 @@ memory the model leaves for the KV pool, copy bandwidth).
     python -m scripts.bench calibrate --model qwen3-8b       # GPU: one runner per config
     python -m scripts.bench calibrate --cpu-smoke --out /tmp/step_cost_cpu.json
     python -m scripts.bench calibrate --from-trace T.json.gz --base step_cost.json --out X.json
+    python -m scripts.bench calibrate --add-start --base step_cost.json --out step_cost.json
 
 One model is built; each config (engine/block size) builds its runner on it (pool, query
 slots, CUDA graphs), times its grid, and frees it. --from-trace refits a calibration to the
-steps of measured runs (`bench long --trace`) instead.
+steps of measured runs (`bench long --trace`) instead; --add-start fits the idle-start phase
+of an older file from its raw grid (scripts/calibrate_refit.py; both on the CPU).
 """
 import dataclasses
 import gc
-import json
 import os
 import time
-from pathlib import Path
 
 import torch
 
@@ -28,12 +28,10 @@ from zipage.models.loader import build_model, load_hf_config, resolve
 from zipage.models.spec import spec_from_hf_config
 from zipage.sampling_params import SamplingParams
 from zipage.sim.calibration_file import CALIBRATION_FORMAT
-from zipage.sim.calibration import fit_cost_model, host_phase_samples, measure_grid, \
-    refit_from_traces
-from zipage.sim.cost_model import DEFAULT_ROW_KNOTS, CostModel, fixed_cost_model
+from zipage.sim.calibration import fit_cost_model, host_phase_samples, measure_grid
+from zipage.sim.cost_model import fixed_cost_model
 from zipage.sim.simulate import make_requests, simulate
 from zipage.sim.synthetic import calibration_grid
-from zipage.sim.trace import read_traces
 from zipage.worker.model_runner import ModelRunner
 
 DEFAULT_CONFIGS = ["fullkv/b256", "zipage/b256", "zipage/b32", "fullkv/b32"]
@@ -59,7 +57,9 @@ def add_arguments(p):
     p.add_argument("--out", help="default results/bench/step_cost_<gpu>_<model>.json")
     p.add_argument("--from-trace", nargs="+", metavar="TRACE",
                    help="refit --base to the steps of these traces (CPU; no timing grid)")
-    p.add_argument("--base", help="calibration file that --from-trace refits")
+    p.add_argument("--add-start", action="store_true",
+                   help="fit the idle-start phase of --base from its raw grid (CPU)")
+    p.add_argument("--base", help="calibration file that --from-trace / --add-start refit")
 
 
 def parse_config(text: str) -> tuple[str, int]:
@@ -146,31 +146,9 @@ def calibrate_config(a, text, model, spec, model_name, base, device, dtype) -> t
     return cost.to_dict(), {"grid": grid, "memory": memory, "host_steps": len(host)}
 
 
-def refit(a) -> int:
-    if not a.base or not a.out:
-        raise SystemExit("--from-trace needs --base (a calibration file) and --out")
-    data = json.loads(Path(a.base).read_text())
-    for path in a.from_trace:
-        for engine, trace in read_traces(path).items():
-            key = f"{engine}/b{trace['options'].get('block_size', 256)}"
-            if key not in data["models"]:
-                raise SystemExit(f"{a.base} has no {key} model to refit with {path}")
-            records = trace["records"]
-            knots = {k for k in DEFAULT_ROW_KNOTS if k <= max(r["decode_rows"] for r in records)}
-            knots.add(max(1, max(r["decode_rows"] for r in records)))
-            model = refit_from_traces(CostModel.from_dict(data["models"][key]), records,
-                                      tuple(sorted(knots)))
-            data["models"][key] = model.to_dict()
-            fit = model.meta["fit"]["device"]
-            print(f"== {key} refitted to {len(records)} steps of {path}: device rms "
-                  f"{fit['rms_rel_error']:.1%}, max {fit['max_abs_rel_error']:.1%}")
-    data["refitted_from"] = a.from_trace
-    bc.write_json(a.out, data)
-    return 0
-
-
 def main(a) -> int:
-    if a.from_trace:
+    if a.from_trace or a.add_start:
+        from scripts.calibrate_refit import refit
         return refit(a)
     if a.cpu_smoke:
         a.configs = [c.replace("b256", "b16").replace("b32", "b16") for c in a.configs]

@@ -24,7 +24,8 @@ from zipage.sim.lengths import Replay, read_samples
 from zipage.sim.paper import PAPER, SWEEP_BUDGETS, SWEEP_MEANS, length_distribution, run_jobs
 from zipage.sim.shapes import estimated_memory, model_spec
 from zipage.sim.simulate import make_requests, replay_requests
-from zipage.sim.validate import load_report, markdown_table, predict_report, trace_breakdown
+from zipage.sim.validate import load_report, mark_samples, markdown_table, predict_report, \
+    trace_breakdown
 
 ENGINE_KEYS = {"full": "fullkv", "zipage": "zipage"}
 
@@ -55,7 +56,8 @@ def add_arguments(p):
     p.add_argument("--temperature", type=float, default=0.6)
     bc.add_common_arguments(p)
     p.add_argument("--validate", nargs="+", metavar="REPORT", help="measured `long --json` runs")
-    p.add_argument("--trace", nargs="+", metavar="TRACE", help="their traces (same order)")
+    p.add_argument("--trace", nargs="+", metavar="TRACE",
+                   help="their traces (same order; - for a run without one)")
     p.add_argument("--markdown", metavar="PATH", help="write the validation table here")
     p.add_argument("--paper", action="store_true",
                    help="paper workload (mean: --mean-output-len, default 16384), GPU sizes, "
@@ -174,21 +176,25 @@ def validate(a, cal) -> int:
     for i, path in enumerate(a.validate):
         measured = load_report(path)
         predicted = predict_report(measured, cal.cost, cal.copy_bandwidth_Bps)
-        rows = rp.compare(measured, predicted)
+        rows = mark_samples(rp.compare(measured, predicted), measured, cal.cost)
         print(f"\n== {path}: {measured['num_requests']} x ({measured['prompt_len']} -> "
               f"{measured['output_len']}), budget {measured['budget']} / block "
-              f"{measured['block_size']}, pool {measured['pool_tokens']}\n"
+              f"{measured['block_size']}, pool {measured['pool_tokens']}, "
+              f"{'async' if measured['async_scheduling'] else 'sync'}; "
+              + ", ".join(f"{r['engine']} {r['sample']}" for r in rows) + "\n"
               + rp.format_comparison(rows))
-        if traces:
+        if traces and traces[i] != "-":  # "-": this run has no trace
             lines = trace_breakdown(traces[i], predicted, cal.cost, measured["block_size"])
             print("\n".join(lines))
         runs.append((path, rows))
         out.append(dict(measured=path, rows=rows, predicted=predicted))
     if a.markdown:
         with open(a.markdown, "w") as f:
-            f.write(markdown_table(runs))
+            f.write(f"Cost model: `{cal.path}`. in-sample: the cost model was fitted to this "
+                    f"run's trace; held-out: it was not.\n\n" + markdown_table(runs))
         print(f"== table written to {a.markdown}")
-    bc.write_json(a.json, dict(validation=out, cost_model=cal.path))
+    bc.write_json(a.json, dict(validation=out, cost_model=cal.path,
+                               tolerance=rp.TOLERANCE))
     return 0 if all(r["within_tolerance"] for _, rows in runs for r in rows) else 1
 
 

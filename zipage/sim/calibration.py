@@ -6,6 +6,11 @@ launch-then-collect (the host launch time: nothing queued ahead), then ``reps`` 
 to back without collecting (the device time of a step with the device kept busy: CUDA
 events, the first of them dropped). Host work outside the runner (scheduling, applying
 results) is measured by running the real engine on a SimRunner: the same Python, no model.
+
+The first back-to-back launch finds the device idle (a collect came just before), as every
+launch of a synchronous engine does: its CUDA events start when the host starts launching,
+so its time minus the busy-device time is the device's idle start (the ``start`` phase:
+the host builds and copies the step's inputs before the first kernel can run).
 """
 import statistics
 import time
@@ -37,6 +42,28 @@ def time_point(runner, step, warmup: int = 1, sync_reps: int = 2, reps: int = 4)
 def device_seconds(sample: dict) -> float:
     d = sample["device_s"]
     return statistics.median(d[1:] if len(d) > 1 else d)
+
+
+def start_seconds(sample: dict) -> float | None:
+    """Idle device time at the start of this point launched on an idle device: the first
+    back-to-back repetition minus the busy-device time. None where the repetitions scatter
+    more than that difference (noisy eager prefills) or there is no first repetition."""
+    d = sample["device_s"]
+    if len(d) < 3:
+        return None
+    rest = d[1:]
+    start, spread = d[0] - statistics.median(rest), max(rest) - min(rest)
+    return start if start > spread else None
+
+
+def fit_start(grid: list[dict]) -> tuple[LinearModel, dict] | None:
+    """The start phase, fitted like the other host phases to the points that measure it;
+    None if none does (fewer than 3 back-to-back repetitions: no start phase, start 0)."""
+    usable = [(StepFeatures(**s["features"]), t) for s in grid
+              if (t := start_seconds(s)) is not None]
+    if not usable:
+        return None
+    return fit_linear([f for f, _ in usable], [t for _, t in usable])
 
 
 def measure_grid(runner, points: list[GridPoint], block_size: int, num_kept_blocks: int | None,
@@ -85,21 +112,9 @@ def fit_cost_model(grid: list[dict], host: list[dict], meta: dict) -> CostModel:
         times = [max(s[f"{phase}_s"], 1e-7) for s in host]
         models[phase], errors[phase] = fit_linear(host_feats, times)
     assert set(models) == set(HOST_PHASES)
+    if (start := fit_start(grid)) is not None:
+        models["start"], errors["start"] = start
     return CostModel(device, models, {**meta, "fit": errors})
-
-
-def refit_from_traces(base: CostModel, records: list[dict], knots: tuple[int, ...]) -> CostModel:
-    """A cost model fitted to measured steps (zipage/sim/trace.py records): device from
-    device_s, each host phase from its time. Validating on the runs it was fitted to is
-    circular: fit on some runs, predict others."""
-    from zipage.sim.trace import features_of
-    feats = [features_of(r) for r in records]
-    device, err = fit_linear(feats, [max(r["device_s"], 1e-7) for r in records], knots)
-    host, errors = {}, {"device": err}
-    for phase in HOST_PHASES:
-        times = [max(r[f"{phase}_s"], 1e-7) for r in records]
-        host[phase], errors[phase] = fit_linear(feats, times)
-    return CostModel(device, host, {**base.meta, "fit": errors, "fitted_to": "traces"})
 
 
 def prediction_error(model: LinearModel, grid: list[dict]) -> dict:

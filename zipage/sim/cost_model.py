@@ -27,6 +27,10 @@ HOST_TERMS = {
     "mixed_step": lambda f: float(f.is_mixed),
 }
 HOST_PHASES = ("schedule", "launch", "post")
+# "start": host seconds from the start of a launch until the device can begin the step (its
+# inputs are built and copied first). Optional (older calibrations lack it: 0); it costs only
+# when the device is idle at the launch, i.e. in synchronous scheduling.
+OPTIONAL_HOST_PHASES = ("start",)
 DEFAULT_ROW_KNOTS = (1, 8, 32, 64, 128, 256, 512)
 FORM = """device_s = T(rows)                       # a table over rows, linearly interpolated
          + c_kv  * kv_read_tokens        # decode attention: KV bytes read
@@ -35,7 +39,8 @@ FORM = """device_s = T(rows)                       # a table over rows, linearly
          + c_mix * [step has a prefill]  # eager forward (no CUDA graph): launch overhead
          + c_cs * [step compresses] + c_c * compressions + c_ct * compressed_tokens
 host_s   = a + b*rows + c*table_blocks + d*prefill_tokens + e*compressions
-           + f*[step has a prefill]      # one such model per phase: schedule, launch, post
+           + f*[step has a prefill]      # one such model per phase: schedule, launch, post,
+                                         # start (launch until the device can begin: <= launch)
 T(rows) holds the weight reads, the GEMMs at that batch size, the LM head and sampling: a
 table, because GEMM time is flat while weight reads dominate and grows once compute does."""
 
@@ -103,9 +108,11 @@ class LinearModel:
 
 
 def fit_linear(features: list[StepFeatures], seconds: list[float],
-               row_knots: tuple[int, ...] = ()) -> tuple[LinearModel, dict]:
-    """Non-negative fit on relative error (every step counts alike, short or long). Returns
-    the model and its fit error on these points."""
+               row_knots: tuple[int, ...] = (),
+               weights: list[float] | None = None) -> tuple[LinearModel, dict]:
+    """Non-negative fit on relative error (every step counts alike, short or long, unless
+    ``weights`` scale a point's squared error). Returns the model and its fit error on these
+    points."""
     if not features:
         raise ValueError("no measured steps to fit")
     probe = LinearModel({}, tuple(row_knots))
@@ -116,7 +123,8 @@ def fit_linear(features: list[StepFeatures], seconds: list[float],
         raise ValueError("measured step times must be positive")
     used = np.abs(A).sum(axis=0) > 0  # a term no point exercises stays 0
     x = np.zeros(len(names))
-    x[used] = nnls(A[:, used] / y[:, None], np.ones(len(y)))
+    w = np.sqrt(np.asarray(weights, dtype=float)) if weights is not None else np.ones(len(y))
+    x[used] = nnls(A[:, used] * (w / y)[:, None], w)
     model = LinearModel(dict(zip(names, map(float, x))), tuple(row_knots))
     return model, fit_error(model, features, seconds)
 
@@ -132,14 +140,21 @@ def fit_error(model, features: list[StepFeatures], seconds: list[float]) -> dict
 class CostModel:
     """Device model plus one host model per phase; see the module docstring."""
     device: LinearModel
-    host: dict[str, LinearModel]  # "schedule" (before the launch), "launch", "post"
+    host: dict[str, LinearModel]  # "schedule" (before the launch), "launch", "post", "start"
     meta: dict = field(default_factory=dict)  # gpu, model, engine, fit errors, ...
 
     def device_s(self, f: StepFeatures) -> float:
         return self.device(f)
 
     def host_s(self, phase: str, f: StepFeatures) -> float:
+        if phase in OPTIONAL_HOST_PHASES and phase not in self.host:
+            return 0.0
         return self.host[phase](f)
+
+    def start_s(self, f: StepFeatures) -> float:
+        """Idle device time at the start of a step launched on an idle device: the start
+        phase, never more than the launch itself."""
+        return min(self.host_s("start", f), self.host_s("launch", f))
 
     def to_dict(self) -> dict:
         return {"form": FORM, "row_knots": list(self.device.row_knots),
@@ -150,7 +165,14 @@ class CostModel:
     def from_dict(cls, d: dict) -> "CostModel":
         device = LinearModel(dict(d["device"]), tuple(d["row_knots"]))
         _check_terms(device.coefficients, device.terms(StepFeatures()), "device")
-        host = {p: LinearModel(dict(d["host"][p])) for p in HOST_PHASES}
+        unknown = sorted(set(d["host"]) - set(HOST_PHASES) - set(OPTIONAL_HOST_PHASES))
+        if unknown:
+            raise ValueError(f"cost model: unknown host phases {unknown} "
+                             f"(known: {list(HOST_PHASES + OPTIONAL_HOST_PHASES)})")
+        missing = [p for p in HOST_PHASES if p not in d["host"]]
+        if missing:
+            raise ValueError(f"cost model: host phases {missing} missing")
+        host = {p: LinearModel(dict(c)) for p, c in d["host"].items()}
         for p, m in host.items():
             _check_terms(m.coefficients, m.terms(StepFeatures()), f"host {p}")
         return cls(device, host, dict(d.get("meta", {})))

@@ -4,16 +4,19 @@ and it advances a virtual clock by a step-cost model instead of computing.
 
 Two clocks model the host and the device (one CUDA stream):
 
-* ``launch(step)``: the host spends ``schedule`` (the scheduler, before the launch); the
-  step starts on the device when the device is free and the host starts launching it; the
-  host spends ``launch`` queueing it; the device ends ``device_s`` after the start (never
-  before the host has queued it all).
+* ``launch(step)``: the host spends ``schedule`` (the scheduler, before the launch), then
+  ``launch`` queueing the step. The device can begin it ``start`` seconds into the launch
+  (the host builds the inputs and copies them before the first kernel; start <= launch),
+  and not before it is free; it ends ``device_s`` after it began (never before the host
+  has queued it all).
 * ``collect(handle)``: the host waits for that step's end, then spends ``post``.
 
-Synchronous scheduling (launch, collect, launch, ...) then costs schedule + device + post per
-step; asynchronous scheduling (the engine launches step N+1 before collecting step N) hides
-host work behind the previous step's device time, leaving the device idle only when
-schedule + launch + post exceeds it. Sampled tokens are deterministic pseudo-random ids
+Synchronous scheduling (launch, collect, launch, ...) then costs schedule + start + device +
+post per step (the device is idle at every launch); asynchronous scheduling (the engine
+launches step N+1 before collecting step N) hides host work, start included, behind the
+previous step's device time, leaving the device idle only when schedule + start (+ post of
+the step collected in between) exceeds it. Nothing here asks which mode runs: the same
+two clocks give both. Sampled tokens are deterministic pseudo-random ids
 (distinct per request and position, so prefix-cache hits happen only on shared prompts, as
 in a real run); requests end through their own ``max_tokens`` (the workload's lengths).
 """
@@ -63,7 +66,7 @@ class SimRunner:
         schedule, launch = self.cost.host_s("schedule", f), self.cost.host_s("launch", f)
         device = self.cost.device_s(f)
         self.host_clock += schedule
-        start = max(self.host_clock, self.device_free_at)
+        start = max(self.host_clock + self.cost.start_s(f), self.device_free_at)
         self.host_clock += launch
         end = max(start + device, self.host_clock)
         self.device_free_at = end

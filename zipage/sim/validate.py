@@ -3,19 +3,40 @@ workload, the same engine options and the same pool (the measured number of KV b
 only the cost model is under test; step, preemption and compression counts must match.
 """
 import json
-from pathlib import Path
 
 from zipage.models.spec import ModelSpec
 from zipage.sim import report as rp
 from zipage.sim.cost_model import CostModel
+from zipage.sim.measured import load_measured
 from zipage.sim.simulate import make_requests, simulate
 from zipage.sim.trace import features_of, read_traces, summarize
 
 
 def load_report(path: str) -> dict:
-    data = json.loads(Path(path).read_text())
-    rp.check_report(data, path)
-    return data
+    """A measured run in the report format (``bench long --json``, or a converted ``bench
+    throughput --json`` result: zipage/sim/measured.py)."""
+    return load_measured(path)
+
+
+def _same(a: dict, b: dict) -> bool:
+    return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+
+
+def mark_samples(rows: list[dict], measured: dict, cost_for) -> list[dict]:
+    """Each engine row gets ``sample``: "in-sample" when its cost model was fitted to a
+    trace of a run with these very engine options (this run, or its exact twin), else
+    "held-out" (the grid's synthetic steps never are the run)."""
+    kinds = {}
+    for r in rows:
+        r["error_pct"] = 100 * (r["ratio"] - 1)
+        if r["engine"] not in rp.ENGINES:  # the speedup row: in-sample if either engine is
+            r["sample"] = "in-sample" if "in-sample" in kinds.values() else "held-out"
+            continue
+        options = measured[r["engine"]]["options"]
+        fitted = cost_for(r["engine"], measured["block_size"]).meta.get("fitted_options", [])
+        r["sample"] = kinds[r["engine"]] = ("in-sample" if any(_same(options, o)
+                                                               for o in fitted) else "held-out")
+    return rows
 
 
 def report_spec(report: dict) -> ModelSpec | None:
@@ -71,9 +92,9 @@ def trace_breakdown(trace_path: str, predicted: dict, cost_for, block_size: int)
 
 def markdown_table(runs: list[tuple[str, list[dict]]]) -> str:
     """Predicted vs measured for every run and engine."""
-    out = ["| run | engine | measured tok/s | predicted tok/s | predicted / measured | "
+    out = ["| run | engine | sample | measured tok/s | predicted tok/s | error | "
            "within ±10% | steps m/p | preemptions m/p | compressions m/p |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for run, rows in runs:
         for r in rows:
             counts = ["", "", ""]
@@ -81,8 +102,9 @@ def markdown_table(runs: list[tuple[str, list[dict]]]) -> str:
                 counts = [f"{r[f'{k}_measured']}/{r[f'{k}_predicted']}"
                           for k in ("steps", "preemptions", "compressions")]
             fmt = "{:.2f}x" if r["engine"] == "speedup" else "{:,.0f}"
-            out.append(f"| {run} | {r['engine']} | {fmt.format(r['measured_tok_s'])} | "
-                       f"{fmt.format(r['predicted_tok_s'])} | {r['ratio']:.3f} | "
+            out.append(f"| {run} | {r['engine']} | {r.get('sample', '')} | "
+                       f"{fmt.format(r['measured_tok_s'])} | {fmt.format(r['predicted_tok_s'])} | "
+                       f"{100 * (r['ratio'] - 1):+.1f}% | "
                        f"{'yes' if r['within_tolerance'] else '**no**'} | "
                        + " | ".join(counts) + " |")
     return "\n".join(out) + "\n"

@@ -1,0 +1,62 @@
+"""`bench calibrate --add-start` and `--from-trace`: refit an existing calibration file on the
+CPU (zipage/sim/refit.py). --add-start fits the idle-start phase from the file's raw grid;
+--from-trace refits each traced config (engine/bBLOCK) to its traced steps, with the grid of
+the base config as the fallback. A traced config the file lacks (zipage/b32 when its grid
+crashed) starts from the nearest block size of the same engine, which the model's meta
+names. Both together: the start phase first, then the traces.
+"""
+import json
+from pathlib import Path
+
+from scripts import bench_common as bc
+from zipage.sim.cost_model import CostModel
+from zipage.sim.refit import add_start, refit_from_traces
+from zipage.sim.trace import read_traces
+
+
+def nearest_key(models: dict, engine: str, block_size: int) -> str | None:
+    mine = {int(k.split("/b")[1]): k for k in models if k.startswith(engine + "/b")}
+    return mine[min(mine, key=lambda b: (abs(b - block_size), b))] if mine else None
+
+
+def traces_by_config(paths: list[str]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for path in paths:
+        for engine, trace in read_traces(path).items():
+            key = f"{engine}/b{trace['options'].get('block_size', 256)}"
+            out.setdefault(key, []).append(dict(trace, path=path))
+    return out
+
+
+def refit(a) -> int:
+    if not a.base or not a.out:
+        raise SystemExit("--from-trace / --add-start need --base (a calibration file) and --out")
+    data = json.loads(Path(a.base).read_text())
+    if a.add_start:
+        add_start(data)
+        data["start_added"] = True
+    for key, traces in traces_by_config(a.from_trace or []).items():
+        engine, block = key.split("/b")
+        base_key = key if key in data["models"] else nearest_key(data["models"], engine,
+                                                                 int(block))
+        if base_key is None:
+            raise SystemExit(f"{a.base} has no {engine} model to refit with "
+                             f"{[t['path'] for t in traces]}")
+        base = CostModel.from_dict(data["models"][base_key])
+        if "start" not in base.host:
+            print(f"!! {base_key} has no start phase: synchronous runs will miss the device's "
+                  f"idle start (add --add-start)")
+        grid = data.get("raw", {}).get(base_key, {}).get("grid", [])
+        model = refit_from_traces(base, grid, traces)
+        model.meta.update(block_size=int(block), base_config=base_key)
+        data["models"][key] = model.to_dict()
+        fit = model.meta["fit"]
+        grid_err = (f"; on the {base_key} grid rms {fit['device_grid']['rms_rel_error']:.1%}"
+                    if "device_grid" in fit else "")
+        print(f"== {key} refitted to {fit['device']['points']} traced steps (base {base_key}): "
+              f"device rms {fit['device']['rms_rel_error']:.1%}, max "
+              f"{fit['device']['max_abs_rel_error']:.1%}{grid_err}")
+    if a.from_trace:
+        data["refitted_from"] = a.from_trace
+    bc.write_json(a.out, data)
+    return 0
