@@ -1,9 +1,11 @@
-"""`bench calibrate --merge`, `--add-start` and `--from-trace`: merge and refit an existing calibration file on the
-CPU (zipage/sim/refit.py). --add-start fits the idle-start phase from the file's raw grid;
+"""`bench calibrate --merge`, `--add-start`, `--from-trace` and `--host-from-trace`: merge into
+and refit an existing calibration file on the CPU (zipage/sim/merge.py, refit.py,
+host_refit.py). --add-start fits the idle-start phase from the file's raw grid;
 --from-trace refits each traced config (engine/bBLOCK) to its traced steps, with the grid of
 the base config as the fallback. A traced config the file lacks (zipage/b32 when its grid
 crashed) starts from the nearest block size of the same engine, which the model's meta
-names. Both together: the start phase first, then the traces.
+names. --merge copies configs calibrated in another call; --host-from-trace refits only the
+host phases outside the runner. Together: merge, start phase, traces, host phases.
 """
 import json
 from pathlib import Path
@@ -32,7 +34,8 @@ def traces_by_config(paths: list[str]) -> dict[str, list[dict]]:
 
 def refit(a) -> int:
     if not a.base or not a.out:
-        raise SystemExit("--merge / --from-trace / --host-from-trace / --add-start need --base (a calibration file) and --out")
+        raise SystemExit("--merge / --from-trace / --host-from-trace / --add-start need --base "
+                         "(a calibration file) and --out")
     data = json.loads(Path(a.base).read_text())
     merged = None
     for path in a.merge or []:
