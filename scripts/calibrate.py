@@ -8,6 +8,9 @@ memory the model leaves for the KV pool, copy bandwidth).
     python -m scripts.bench calibrate --cpu-smoke --out /tmp/step_cost_cpu.json
     python -m scripts.bench calibrate --from-trace T.json.gz --base step_cost.json --out X.json
     python -m scripts.bench calibrate --add-start --base step_cost.json --out step_cost.json
+    python -m scripts.bench calibrate --host-from-trace T.json.gz --base step_cost.json --out X.json
+    python -m scripts.bench calibrate --merge one_config.json --add-start --base step_cost.json \
+        --out step_cost.json
 
 One model is built; each config (engine/block size) builds its runner on it (pool, query
 slots, CUDA graphs), times its grid, and frees it. --from-trace refits a calibration to the
@@ -59,7 +62,21 @@ def add_arguments(p):
                    help="refit --base to the steps of these traces (CPU; no timing grid)")
     p.add_argument("--add-start", action="store_true",
                    help="fit the idle-start phase of --base from its raw grid (CPU)")
-    p.add_argument("--base", help="calibration file that --from-trace / --add-start refit")
+    p.add_argument("--merge", nargs="+", metavar="CALIBRATION",
+                   help="copy the configs of these calibration files (same GPU and model, "
+                        "configs --base lacks) into --base (CPU); with --add-start their "
+                        "start phase is fitted, the base's configs are left as they are")
+    p.add_argument("--host-from-trace", nargs="+", metavar="TRACE",
+                   help="refit the schedule and post phases (host work outside the runner) of "
+                        "every config of --host-engines to these traces' steps (CPU)")
+    p.add_argument("--host-engines", nargs="+", default=["fullkv"], choices=["fullkv", "zipage"],
+                   help="engines whose traced steps --host-from-trace fits (default fullkv)")
+    p.add_argument("--host-configs", nargs="+", metavar="ENGINE/bB",
+                   help="--host-from-trace refits only these configs (default: all of "
+                        "--host-engines)")
+    p.add_argument("--merge-note", help="where the merged configs were measured (in words)")
+    p.add_argument("--base", help="calibration file that --merge / --from-trace / --add-start "
+                                  "refit")
 
 
 def parse_config(text: str) -> tuple[str, int]:
@@ -147,7 +164,7 @@ def calibrate_config(a, text, model, spec, model_name, base, device, dtype) -> t
 
 
 def main(a) -> int:
-    if a.from_trace or a.add_start:
+    if a.from_trace or a.add_start or a.merge or a.host_from_trace:
         from scripts.calibrate_refit import refit
         return refit(a)
     if a.cpu_smoke:

@@ -24,10 +24,12 @@ from zipage.sim.trace import features_of
 FREQUENT_SHARE = 0.05  # a batch size held by >= 5% of a trace's decode steps gets a knot
 
 
-def add_start(data: dict, log=print) -> None:
-    """Fit the start phase of every config of a calibration file (dict) from its raw grid,
-    in place."""
+def add_start(data: dict, log=print, keys=None) -> None:
+    """Fit the start phase of every config (or of ``keys``) of a calibration file (dict) from
+    its raw grid, in place."""
     for key, model in data["models"].items():
+        if keys is not None and key not in keys:
+            continue
         grid = data.get("raw", {}).get(key, {}).get("grid")
         if not grid:
             log(f"== {key}: no raw grid, no start phase")
