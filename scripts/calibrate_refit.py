@@ -23,13 +23,18 @@ def nearest_key(models: dict, engine: str, block_size: int) -> str | None:
     return mine[min(mine, key=lambda b: (abs(b - block_size), b))] if mine else None
 
 
-def traces_by_config(paths: list[str]) -> dict[str, list[dict]]:
+def traces_by(paths: list[str], key) -> dict[str, list[dict]]:
+    """The engine traces of these files grouped by ``key(engine, trace)``; each trace gains
+    its ``path``."""
     out: dict[str, list[dict]] = {}
     for path in paths:
         for engine, trace in read_traces(path).items():
-            key = f"{engine}/b{trace['options'].get('block_size', 256)}"
-            out.setdefault(key, []).append(dict(trace, path=path))
+            out.setdefault(key(engine, trace), []).append(dict(trace, path=path))
     return out
+
+
+def traces_by_config(paths: list[str]) -> dict[str, list[dict]]:
+    return traces_by(paths, lambda e, t: f"{e}/b{t['options'].get('block_size', 256)}")
 
 
 def refit(a) -> int:
@@ -78,11 +83,7 @@ def refit_host_phases(data: dict, paths: list[str], engines: list[str],
     """--host-from-trace: the schedule and post phases of every config (or of ``configs``) of
     each engine in ``engines``, refitted to that engine's traced steps (any block size:
     zipage/sim/host_refit.py)."""
-    by_engine: dict[str, list[dict]] = {}
-    for path in paths:
-        for engine, trace in read_traces(path).items():
-            if engine in engines:
-                by_engine.setdefault(engine, []).append(dict(trace, path=path))
+    by_engine = traces_by(paths, lambda e, t: e)
     for engine in engines:
         traces = by_engine.get(engine)
         keys = [k for k in data["models"] if k.startswith(engine + "/b")

@@ -183,8 +183,7 @@ def tasks(p: Profile, results: str, priorities=(1, 2, 3)) -> list[Task]:
                 ("presets", p.block, p.budgets, p.text_tokens),
                 ("presets16", p.preset_block16, p.preset_budgets16, p.preset_text_tokens16)):
             n = p.num_solution_texts
-            fid(f"{role} full", [role], None, None, min(budgets), block, 4, n,
-                tokens)
+            fid(f"{role} full", [role], None, None, min(budgets), block, 4, n, tokens)
             for m in p.preset_methods:
                 for B in budgets:
                     fid(f"{role} {m}@{B}", [role], m, B, B, block, 4, n, tokens)

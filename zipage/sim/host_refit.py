@@ -14,8 +14,8 @@ larger block only means fewer table entries per row). A term no traced step exer
 the base's coefficient. The refitted configs record the traced run's options: validation
 marks that run in-sample.
 """
-from zipage.sim.cost_model import CostModel, fit_linear
-from zipage.sim.features import StepFeatures
+from zipage.sim.cost_model import CostModel
+from zipage.sim.refit import fit_traced_phase
 from zipage.sim.trace import features_of
 
 OUTSIDE_RUNNER = ("schedule", "post")
@@ -30,19 +30,11 @@ def refit_host(base: CostModel, traces: list[dict],
     feats = [features_of(r) for r in records]
     host, errors = dict(base.host), {}
     for phase in phases:
-        model, errors[f"{phase}_trace"] = fit_linear(
-            feats, [max(r[f"{phase}_s"], 1e-7) for r in records])
-        _keep_base_where_unexercised(model, base.host[phase], feats)
-        host[phase] = model
+        host[phase], errors[f"{phase}_trace"] = fit_traced_phase(base.host[phase], phase, feats,
+                                                                 records)
     meta = {**base.meta, "fit": {**base.meta.get("fit", {}), **errors},
             "host_fitted_to": [t["path"] for t in traces], "host_phases_fitted": list(phases),
             "fitted_options": base.meta.get("fitted_options", []) + [t["options"]
                                                                      for t in traces]}
     return CostModel(base.device, host, meta)
 
-
-def _keep_base_where_unexercised(model, base, feats: list[StepFeatures]) -> None:
-    exercised = {n for f in feats for n, v in model.terms(f).items() if v}
-    for name, c in base.coefficients.items():
-        if name in model.coefficients and name not in exercised:
-            model.coefficients[name] = c

@@ -77,24 +77,31 @@ def refit_from_traces(base: CostModel, grid: list[dict], traces: list[dict]) -> 
     pts = device_pts + grid_pts
     weights = [1 / len(device_pts)] * len(device_pts) + [1 / max(len(grid_pts), 1)] * len(grid_pts)
     device, _ = fit_linear([f for f, _ in pts], [s for _, s in pts], knots, weights)
-    _keep_base_where_unexercised(device, base.device, [f for f, _ in pts])
+    keep_base_where_unexercised(device, base.device, [f for f, _ in pts])
     errors = {"device": fit_error(device, *zip(*device_pts))}
     if grid_pts:
         errors["device_grid"] = fit_error(device, *zip(*grid_pts))
     host = dict(base.host)  # start (and any other phase a trace cannot see) stays the base's
     feats = [features_of(r) for r in records]
     for phase in HOST_PHASES:
-        model, errors[phase] = fit_linear(feats, [max(r[f"{phase}_s"], 1e-7) for r in records])
-        _keep_base_where_unexercised(model, base.host[phase], feats)
-        host[phase] = model
+        host[phase], errors[phase] = fit_traced_phase(base.host[phase], phase, feats, records)
     meta = {**base.meta, "fit": {**base.meta.get("fit", {}), **errors}, "fitted_to": "traces",
             "traces": [t["path"] for t in traces],
             "fitted_options": [t["options"] for t in traces]}
     return CostModel(device, host, meta)
 
 
-def _keep_base_where_unexercised(model: LinearModel, base: LinearModel,
-                                 feats: list[StepFeatures]) -> None:
+def fit_traced_phase(base: LinearModel, phase: str, feats: list[StepFeatures],
+                     records: list[dict]) -> tuple[LinearModel, dict]:
+    """One host phase fitted to traced steps (``feats`` are the ``records``' features), the
+    base's coefficient kept for every term no step exercises."""
+    model, err = fit_linear(feats, [max(r[f"{phase}_s"], 1e-7) for r in records])
+    keep_base_where_unexercised(model, base, feats)
+    return model, err
+
+
+def keep_base_where_unexercised(model: LinearModel, base: LinearModel,
+                                feats: list[StepFeatures]) -> None:
     exercised = {n for f in feats for n, v in model.terms(f).items() if v}
     for name, c in base.coefficients.items():
         if name in model.coefficients and name not in exercised:
