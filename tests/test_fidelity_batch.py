@@ -123,3 +123,10 @@ def test_model_loading_is_memoised_once_per_process():
     assert list(t("p", "m.gguf")) == list(t("p", "m.gguf")) == [("w", 1)]
     assert list(t("p", None)) == list(t("p", None)) == [("w", 1)]
     assert calls == ["m.gguf", None, None]  # GGUF parsed once; safetensors stay lazy
+
+
+def test_an_unknown_priority_is_rejected_before_any_work(capsys):
+    from scripts import fidelity_gpu
+    with pytest.raises(SystemExit) as e:
+        fidelity_gpu.main(["--profile", "tiny", "--priorities", "5"])
+    assert e.value.code == 2 and "invalid choice: 5" in capsys.readouterr().err
