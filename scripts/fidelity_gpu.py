@@ -105,8 +105,9 @@ def main(argv=None) -> int:
     ap.add_argument("--max-wall-s", type=float, default=400.0,
                     help="no cell ends later than this after the start (reports come after)")
     ap.add_argument("--workers", type=int, default=None, help="parallel engine processes")
-    ap.add_argument("--priorities", type=int, nargs="+", default=[1, 2, 3], choices=[1, 2, 3, 4],
-                    help="1: block 256, 2: block 64, 3: answer agreement, 4: the presets")
+    ap.add_argument("--priorities", type=int, nargs="+", default=[1, 2, 3], choices=[1, 2, 3, 4, 5],
+                    help="1: block 256, 2: block 64, 3: answer agreement, 4: the presets, "
+                         "5: MATH-500 agreement over every problem (default vs recent)")
     ap.add_argument("--results-dir", default="results")
     ap.add_argument("--log-dir", default="/tmp/fidelity_gpu_logs")
     ap.add_argument("--mem-limit-gb", type=float, default=100.0,
@@ -153,7 +154,8 @@ def main(argv=None) -> int:
             lines += dl
         except ValueError as e:
             lines.append(f"=== decision: not possible ({e})")
-    lines += ["", "=== agreement (ungraded)"] + agreement_lines(fp.agreement_groups(p, results))
+    lines += ["", "=== agreement (ungraded)"] + agreement_lines(
+        fp.agreement_groups(p, results, args.priorities))
     width = max(len(t.name) for t in tasks)
     lines += ["", f"=== tasks (cells phase {cells_s:.0f} s, total "
               f"{time.monotonic() - t0:.0f} s)"]

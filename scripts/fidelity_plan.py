@@ -4,7 +4,9 @@ Priority 1: block 256 (the paper's), budgets 1024 and 2048, on test texts of bot
 (human solutions; SmolLM2's own sampled solutions) for every method, and on disjoint tuning
 texts for the scoring candidates (the weight sweep selects there). Priority 2: block 64,
 budgets 512/1024/2048. Priority 3: end-to-end answer agreement (greedy GSM8K and MATH-500,
-GSM8K at T 0.6 over seeds), block 16, budgets 128-512. Priority 4 (issue 17): every
+GSM8K at T 0.6 over seeds), block 16, budgets 128-512. Priority 5: the MATH-500 greedy
+agreement of priority 3 over every problem, default vs recent only (at 100 problems its SE,
+2-5%, was larger than the differences it had to decide). Priority 4 (issue 17): every
 comparison preset next to the default, the paper score, recent and random on the test
 solutions, at block 256 (budgets 1024/2048) and block 16 (budgets 128-512, shorter texts).
 Each task is one engine; every group (run) that needs a (method, budget) cell shares it
@@ -36,7 +38,8 @@ class Profile:
     solution_tokens: int = 512
     test_methods: tuple = ("default", "attn", "recent", "paper", "random", "attn_global", *SWEEP)
     tune_methods: tuple = ("default", "attn", "paper", "attn_global", *SWEEP)
-    methods2: tuple = ("default", "attn", "recent", "random", "paper", "attn_global", "rw=0.5",
+    # "attn" is the default since the block-256 decision; "full" is the score it replaced.
+    methods2: tuple = ("default", "full", "recent", "random", "paper", "attn_global", "rw=0.5",
                        "rw=0")
     agree_block: int = 16
     agree_budgets: tuple = (128, 256, 512)
@@ -44,6 +47,8 @@ class Profile:
     agree_problems: int = 100
     agree_samples: int = 4
     agree_methods: tuple = ("default", "recent", "attn", "paper", "random")
+    all_problems: int = 500  # MATH-500
+    all_methods: tuple = ("default", "recent")
     preset_methods: tuple = ("default", "full", "paper", "recent", "random", *COMPARISON)
     preset_block16: int = 16
     preset_budgets16: tuple = (128, 256, 512)
@@ -64,7 +69,7 @@ PROFILES = {
                     test_methods=("default", "attn", "recent", "random", "rw=0.5"),
                     tune_methods=("default", "attn", "rw=0.5"), methods2=("default", "recent"),
                     agree_budgets=(32,), agree_max_tokens=24, agree_problems=2,
-                    agree_samples=2, agree_methods=("default", "recent"),
+                    agree_samples=2, agree_methods=("default", "recent"), all_problems=3,
                     preset_methods=("default", "recent", "rkv", "snapkv", "h2o"),
                     preset_budgets16=(32,), preset_text_tokens16=80, suffix="_tiny",
                     prior_rate={"fidelity": 0.2, "agree": 0.5, "texts": 1.0},
@@ -114,17 +119,27 @@ def test_sources(p: Profile, results: str) -> str:
     return f"{results}/fidelity_b{p.block}_test_sources{p.suffix}.json"
 
 
-def agreement_groups(p: Profile, results: str) -> dict:
-    common = (f"--model {p.model} --device {p.device} --dtype {p.dtype} --no-grade "
-              f"--num-problems {p.agree_problems} --block-size {p.agree_block} "
-              f"--budgets {' '.join(map(str, p.agree_budgets))} "
-              f"--max-tokens {p.agree_max_tokens} --methods {' '.join(p.agree_methods)}")
-    return {name: f"{common} {flags} --out {results}/agreement_{name}{p.suffix}"
-                  f"{_cells(results, f'agreement_{name}{p.suffix}')}"
-            for name, flags in (("gsm8k_greedy", "--task gsm8k"),
-                                ("math500_greedy", "--task math500"),
-                                ("gsm8k_t06", f"--task gsm8k --temperature 0.6 "
-                                              f"--samples {p.agree_samples}"))}
+def _agreement_flags(p: Profile, problems: int, methods) -> str:
+    return (f"--model {p.model} --device {p.device} --dtype {p.dtype} --no-grade "
+            f"--num-problems {problems} --block-size {p.agree_block} "
+            f"--budgets {' '.join(map(str, p.agree_budgets))} "
+            f"--max-tokens {p.agree_max_tokens} --methods {' '.join(methods)}")
+
+
+def agreement_groups(p: Profile, results: str, priorities=(3,)) -> dict:
+    """name -> flags of `python -m scripts.agreement` for the agreement priorities asked."""
+    runs = []
+    if 3 in priorities:
+        common = _agreement_flags(p, p.agree_problems, p.agree_methods)
+        runs += [("gsm8k_greedy", f"{common} --task gsm8k"),
+                 ("math500_greedy", f"{common} --task math500"),
+                 ("gsm8k_t06", f"{common} --task gsm8k --temperature 0.6 "
+                               f"--samples {p.agree_samples}")]
+    if 5 in priorities:
+        runs.append(("math500_greedy_all", _agreement_flags(p, p.all_problems, p.all_methods)
+                     + " --task math500"))
+    return {name: f"{flags} --out {results}/agreement_{name}{p.suffix}"
+                  f"{_cells(results, f'agreement_{name}{p.suffix}')}" for name, flags in runs}
 
 
 def _mem_gb(p: Profile, tokens: int) -> float:
@@ -132,7 +147,7 @@ def _mem_gb(p: Profile, tokens: int) -> float:
 
 
 def tasks(p: Profile, results: str, priorities=(1, 2, 3)) -> list[Task]:
-    fg, ag = fidelity_groups(p, results), agreement_groups(p, results)
+    fg = fidelity_groups(p, results)
     n1 = {"solutions": p.num_solution_texts, "generated": p.num_generated_texts,
           "tuning": p.num_tuning_texts}
     roles = [r for r in fg if any(r in ROLES.get(q, ()) for q in priorities)]
@@ -169,13 +184,16 @@ def tasks(p: Profile, results: str, priorities=(1, 2, 3)) -> list[Task]:
         for m in p.methods2:
             for B in p.budgets2:
                 fid(f"b{p.block2} {m}@{B}", two, m, B, B, p.block2, 2, n2)
-    if 3 in priorities:
-        reqs = p.agree_problems * (2 + p.agree_samples)
-        for m, B in [("full", None)] + [(m, B) for B in p.agree_budgets
-                                        for m in p.agree_methods]:
+    for prio, reqs, methods, label in ((3, p.agree_problems * (2 + p.agree_samples),
+                                        p.agree_methods, "agree"),
+                                       (5, p.all_problems, p.all_methods, "agree all")):
+        if prio not in priorities:
+            continue
+        ag = agreement_groups(p, results, (prio,))
+        for m, B in [("full", None)] + [(m, B) for B in p.agree_budgets for m in methods]:
             per = 400 + (p.agree_max_tokens if B is None else B) + 2 * p.agree_block
-            out.append(Task(f"agree {m}@{B}" if B else "agree full",
-                            "scripts.fidelity_batch:agreement_cell", priority=3, kind="agree",
+            out.append(Task(f"{label} {m}@{B}" if B else f"{label} full",
+                            "scripts.fidelity_batch:agreement_cell", priority=prio, kind="agree",
                             steps=p.agree_max_tokens, mem_gb=_mem_gb(p, reqs * per),
                             kwargs=dict(groups=list(ag.values()), method=m, budget=B)))
     if 4 in priorities:

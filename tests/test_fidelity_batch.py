@@ -128,5 +128,5 @@ def test_model_loading_is_memoised_once_per_process():
 def test_an_unknown_priority_is_rejected_before_any_work(capsys):
     from scripts import fidelity_gpu
     with pytest.raises(SystemExit) as e:
-        fidelity_gpu.main(["--profile", "tiny", "--priorities", "5"])
-    assert e.value.code == 2 and "invalid choice: 5" in capsys.readouterr().err
+        fidelity_gpu.main(["--profile", "tiny", "--priorities", "6"])
+    assert e.value.code == 2 and "invalid choice: 6" in capsys.readouterr().err
