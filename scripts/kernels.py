@@ -19,7 +19,7 @@ import time
 import torch
 
 SDPA = torch.nn.functional.scaled_dot_product_attention
-SECTIONS = ("prefill", "decode", "store_kv", "compression", "sampler")
+SECTIONS = ("prefill", "decode", "store_kv", "compression", "sampler", "pointwise")
 # (TILE_M, TILE_N, num_warps, num_stages) tried by --prefill-sweep
 SWEEP = [(128, 64, 8, 2), (128, 64, 8, 3), (128, 128, 8, 2), (128, 128, 8, 3),
          (128, 32, 8, 3), (64, 64, 4, 3), (64, 128, 4, 2), (256, 64, 16, 3)]
@@ -252,6 +252,29 @@ def sampler_rows(args):
         yield measure("sampler", f"B {B}, V {V}, 1 in 5 rows greedy", "GB/s",
                       logits.numel() * 4, lambda: sample_tokens(logits, t, seeds, pos),
                       lambda: sample_tokens_reference(logits, t, seeds, pos), check=False)
+
+
+def pointwise_rows(args):
+    """QK norm + RoPE and silu(gate) * up: the kernels, and as `ref` the torch.compile'd eager
+    ops (dynamic shapes) that the decoder ran before them."""
+    from zipage.kernels.qk_rotary import qk_rotary, qk_rotary_reference
+    from zipage.kernels.silu_mul import silu_mul, silu_mul_reference
+    from zipage.layers.pointwise import op
+    compiled_rope = op(qk_rotary_reference, torch.empty(0, device="cuda"))
+    compiled_silu = op(silu_mul_reference, torch.empty(0, device="cuda"))
+    for T in (192, 256, 4096):
+        torch.manual_seed(T)
+        qkv = torch.randn(T, 48 * 128, device="cuda", dtype=torch.bfloat16)
+        cos, sin = torch.rand(T, 64, device="cuda"), torch.rand(T, 64, device="cuda")
+        w = torch.rand(128, device="cuda", dtype=torch.bfloat16)
+        nbytes = 2 * T * 40 * 128 * 2 + 2 * T * 64 * 4
+        row = measure("qk_rotary", f"T {T}, Hq 32, Hkv 8, D 128, QK norm", "GB/s", nbytes,
+                      lambda: qk_rotary(qkv, 32, 8, 128, cos, sin, w, w)[0],  # error on q
+                      lambda: compiled_rope(qkv, 32, 8, 128, cos, sin, w, w)[0])
+        yield row
+        gate_up = torch.randn(T, 2 * 12288, device="cuda", dtype=torch.bfloat16)
+        yield measure("silu_mul", f"T {T}, I 12288", "GB/s", 3 * T * 12288 * 2,
+                      lambda: silu_mul(gate_up), lambda: compiled_silu(gate_up))
 
 
 def print_row(row):

@@ -44,6 +44,8 @@ def add_arguments(p):
                    help="KV pool of this many GiB (K, V, scales, global score), whatever "
                         "--kv-cache-dtype: equal memory for auto vs fp8 comparisons")
     p.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs for decode")
+    p.add_argument("--async-scheduling", action="store_true",
+                   help="schedule step n+1 while step n runs on the GPU")
     p.add_argument("--hf-batch-size", type=int, default=None, help="default: all requests at once")
     p.add_argument("--hf-output-len", type=int, default=None,
                    help="HF new tokens per request (default --output-len; shorter favours HF)")
@@ -86,7 +88,7 @@ def _engine_options(a, base: dict) -> dict:
         block_size=a.block_size, budget=a.budget, max_num_seqs=a.max_num_seqs,
         max_num_batched_tokens=a.max_num_batched_tokens, max_model_len=a.max_model_len,
         gpu_memory_utilization=a.gpu_memory_utilization).items() if v is not None}
-    opts.update(base, enforce_eager=a.enforce_eager)
+    opts.update(base, enforce_eager=a.enforce_eager, async_scheduling=a.async_scheduling)
     if a.budget is not None:
         opts["compression"] = bc.scoring(a)
     if a.cpu_smoke:
@@ -119,7 +121,8 @@ def main(a) -> int:
                     hf_batch_size=a.hf_batch_size, temperature=a.temperature, seed=a.seed,
                     budget=a.budget, scoring=a.scoring if a.budget else None, ignore_eos=True,
                     dtype=str(dtype).replace("torch.", ""), device=str(device),
-                    kv_cache_dtype=a.kv_cache_dtype, kv_cache_gib=a.kv_cache_gib)
+                    kv_cache_dtype=a.kv_cache_dtype, kv_cache_gib=a.kv_cache_gib,
+                    async_scheduling=a.async_scheduling)
     env = bc.print_header(device, workload)
     V, N, P = hf_cfg.vocab_size, a.num_requests, a.prompt_len
     prompts = bc.random_prompts(N, P, V, a.seed)

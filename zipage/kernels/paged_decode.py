@@ -4,7 +4,8 @@ Kernel 1, grid (B, H_kv, S): a program owns one KV head of one request and one c
 range of key tiles (split). It handles all G = H_q // H_kv query heads of that KV head at
 once, so each K/V tile is loaded once per group, and writes unnormalised partial results
 (running max m, sum l, accumulator acc) to fp32 scratch. Kernel 2, grid (B, H_q), merges
-the S partials. Key ranges come from context_lens inside the kernel, so grid and scratch
+the S partials. With S = 1 (large batches: B * H_kv programs fill the GPU) kernel 1 writes
+the normalised output itself and kernel 2 is not launched. Key ranges come from context_lens inside the kernel, so grid and scratch
 depend only on shapes: the pair is CUDA-graph capturable.
 """
 import functools
@@ -20,9 +21,10 @@ from zipage.kernels.paged_tiles import LOG2E, attend_kv_tiles, dot_args, dot_ope
 @triton.jit(do_not_specialize=["stride_table_row", "num_splits"])
 def _split_kernel(q_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
                   block_tables_ptr, context_lens_ptr,
-                  partial_out_ptr, partial_max_ptr, partial_sum_ptr, qk_scale,
+                  partial_out_ptr, partial_max_ptr, partial_sum_ptr, out_ptr, qk_scale,
                   stride_q_seq, stride_q_head, stride_k_block, stride_k_slot, stride_k_head,
-                  stride_table_row, num_q_heads, num_splits, GROUP: tl.constexpr,
+                  stride_table_row, stride_out_seq, stride_out_head, num_q_heads, num_splits,
+                  DIRECT: tl.constexpr, GROUP: tl.constexpr,
                   HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr,
                   GROUP_PAD: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
                   DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr, QUANT: tl.constexpr):
@@ -59,6 +61,12 @@ def _split_kernel(q_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
         last_key, qk_scale, True, BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE,
         DOT_PREC, QUANT)
 
+    if DIRECT:  # the only split: normalise here (context_len 0 -> zeros, as the merge does)
+        o = tl.where(l_i[:, None] > 0, acc / tl.where(l_i > 0, l_i, 1.0)[:, None], 0.0)
+        tl.store(out_ptr + seq.to(tl.int64) * stride_out_seq + heads[:, None] * stride_out_head
+                 + cols[None, :], o.to(out_ptr.dtype.element_ty),
+                 mask=g_ok[:, None] & (cols[None, :] < HEAD_DIM))
+        return
     # empty splits (incl. context_len 0) store m=-inf, l=0, acc=0; the merge ignores them
     row = ((seq * num_q_heads + heads) * num_splits + split).to(tl.int64)
     tl.store(partial_max_ptr + row, m_i, mask=g_ok)
@@ -156,11 +164,13 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
     _split_kernel[(B, H_kv, num_splits)](
         q, k_cache, v_cache, k_scale if quant else k_cache, v_scale if quant else v_cache,
         block_tables, context_lens, partial_out, partial_max,
-        partial_sum, scale * LOG2E, q.stride(0), q.stride(1), k_cache.stride(0),
-        k_cache.stride(1), k_cache.stride(2), block_tables.stride(0), H_q, num_splits,
-        GROUP=H_q // H_kv, HEAD_DIM=D, BLOCK_SIZE=bs, TILE_N=tile_n,
+        partial_sum, out, scale * LOG2E, q.stride(0), q.stride(1), k_cache.stride(0),
+        k_cache.stride(1), k_cache.stride(2), block_tables.stride(0), out.stride(0),
+        out.stride(1), H_q, num_splits, DIRECT=num_splits == 1, GROUP=H_q // H_kv, HEAD_DIM=D, BLOCK_SIZE=bs, TILE_N=tile_n,
         GROUP_PAD=max(16, next_pow2(H_q // H_kv)), HEAD_DIM_PAD=d_pad,
         **dot_args(dot_dtype(k_cache.dtype, q.dtype)), QUANT=quant, num_warps=4, num_stages=2)
+    if num_splits == 1:
+        return out
     _merge_kernel[(B, H_q)](
         partial_out, partial_max, partial_sum, out, out.stride(0), out.stride(1), H_q,
         num_splits, HEAD_DIM=D, SPLITS_PAD=max(2, next_pow2(num_splits)), HEAD_DIM_PAD=d_pad,

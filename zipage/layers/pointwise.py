@@ -1,14 +1,15 @@
-"""Small pointwise ops of the decoder (norms, rotary, gated MLP activation).
+"""Small pointwise ops of the decoder (norms, rotary).
 
-On the GPU they are compiled with torch.compile (Inductor fuses each into one Triton kernel:
-eager PyTorch runs 5-10 kernels per op, which dominated decode steps). On the CPU the eager
-versions run, so CPU results stay bit-identical to Hugging Face transformers. Set
-ZIPAGE_NO_COMPILE=1 to use the eager versions everywhere.
+On the GPU the residual norms are compiled with torch.compile (Inductor fuses each into one
+Triton kernel: eager PyTorch runs 5-10 kernels per op, which dominated decode steps). On the
+CPU the eager versions run, so CPU results stay bit-identical to Hugging Face transformers.
+Set ZIPAGE_NO_COMPILE=1 to use the eager versions everywhere. The QK norm with RoPE and the
+gated activation have hand-written kernels (zipage.kernels.qk_rotary, .silu_mul) whose
+references are these eager ops.
 """
 import os
 
 import torch
-import torch.nn.functional as F
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -29,10 +30,6 @@ def rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
     x1, x2 = x.float().chunk(2, dim=-1)
     return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).to(x.dtype)
-
-
-def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
-    return F.silu(gate) * up
 
 
 _COMPILED: dict = {}

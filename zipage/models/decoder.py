@@ -15,7 +15,9 @@ from zipage.distributed.group import SINGLE, TPGroup
 from zipage.layers.attention import AttentionMetadata, paged_attention
 from zipage.layers.embedding import ParallelLMHead, VocabParallelEmbedding
 from zipage.layers.linear import ColumnParallelLinear, RowParallelLinear
-from zipage.layers.pointwise import add_rms_norm, op, rms_norm, rotary, silu_mul
+from zipage.kernels.qk_rotary import qk_rotary
+from zipage.kernels.silu_mul import silu_mul
+from zipage.layers.pointwise import add_rms_norm, op, rms_norm, rotary
 from zipage.models.spec import ModelSpec, rank_spec, rope_inv_freq
 
 
@@ -40,9 +42,13 @@ class Rotary(nn.Module):
         self.register_buffer("cos", freqs.cos(), persistent=False)
         self.register_buffer("sin", freqs.sin(), persistent=False)
 
+    def tables(self, positions):
+        """(cos, sin), each (T, D/2) float32: gathered once a step, shared by every layer."""
+        return self.cos[positions], self.sin[positions]
+
     def forward(self, x, positions):
         """x (T, H, D); rotate-half (NeoX) layout, as in Hugging Face Llama/Qwen."""
-        return op(rotary, x)(x, self.cos[positions], self.sin[positions])
+        return op(rotary, x)(x, *self.tables(positions))
 
 
 class SelfAttention(nn.Module):
@@ -62,14 +68,14 @@ class SelfAttention(nn.Module):
         self.k_cache = self.v_cache = self.q_cache = None
         self.k_scale = self.v_scale = None
 
-    def forward(self, x, positions, rotary: Rotary, meta: AttentionMetadata):
-        t = x.shape[0]
-        q, k, v = self.qkv_proj(x).split([self.hq * self.d, self.hkv * self.d,
-                                          self.hkv * self.d], dim=-1)
-        q, k, v = (y.view(t, -1, self.d) for y in (q, k, v))
-        if self.qk_norm:
-            q, k = self.q_norm(q), self.k_norm(k)
-        q, k = rotary(q, positions), rotary(k, positions)
+    def forward(self, x, rope, meta: AttentionMetadata):
+        """x (T, hidden); rope = Rotary.tables(positions)."""
+        t, qk_width = x.shape[0], (self.hq + self.hkv) * self.d
+        qkv = self.qkv_proj(x)
+        norms = (self.q_norm.weight, self.k_norm.weight) if self.qk_norm else (None, None)
+        eps = self.q_norm.eps if self.qk_norm else 0.0
+        q, k = qk_rotary(qkv, self.hq, self.hkv, self.d, *rope, *norms, eps)
+        v = qkv[:, qk_width:].view(t, self.hkv, self.d)
         o = paged_attention(q, k, v, self.k_cache, self.v_cache, self.q_cache, meta, self.scale,
                             self.k_scale, self.v_scale)
         return self.o_proj(o.reshape(t, self.hq * self.d))
@@ -83,8 +89,7 @@ class MLP(nn.Module):
         self.down_proj = RowParallelLinear(i, h, tp)
 
     def forward(self, x):
-        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
-        return self.down_proj(op(silu_mul, gate)(gate, up))
+        return self.down_proj(silu_mul(self.gate_up_proj(x)))
 
 
 class DecoderLayer(nn.Module):
@@ -95,10 +100,10 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(spec.hidden_size, spec.rms_norm_eps)
         self.mlp = MLP(spec, tp)
 
-    def forward(self, x, residual, positions, rotary, meta):
+    def forward(self, x, residual, rope, meta):
         """Returns (output before the residual add, residual stream): adds are fused into norms."""
         h, residual = (self.input_layernorm(x), x) if residual is None else self.input_layernorm(x, residual)
-        h = self.self_attn(h, positions, rotary, meta)
+        h = self.self_attn(h, rope, meta)
         h, residual = self.post_attention_layernorm(h, residual)
         return self.mlp(h), residual
 
@@ -125,8 +130,9 @@ class CausalLM(nn.Module):
     def forward(self, input_ids, positions, meta: AttentionMetadata):
         """input_ids, positions (T,) -> hidden states (T, hidden)."""
         x, residual = self.model.embed_tokens(input_ids), None
+        rope = self.rotary.tables(positions)
         for layer in self.model.layers:
-            x, residual = layer(x, residual, positions, self.rotary, meta)
+            x, residual = layer(x, residual, rope, meta)
         return self.model.norm(x, residual)[0]
 
     def logits(self, hidden):

@@ -1,0 +1,38 @@
+"""Compiled QK-norm + RoPE and gated-activation kernels on CUDA against their references, at
+the decode and prefill shapes of Qwen3-8B / Llama. Timings: scripts/kernels.py."""
+import pytest
+import torch
+
+from tests.kernels.kernel_testlib import cuda_kernels  # noqa: F401
+from zipage.kernels.qk_rotary import qk_rotary, qk_rotary_reference
+from zipage.kernels.silu_mul import silu_mul, silu_mul_reference
+
+
+def _tables(T, D):
+    inv = 1.0 / (1e6 ** (torch.arange(0, D, 2, device="cuda").float() / D))
+    return (torch.outer(torch.randint(0, 40960, (T,), device="cuda").float(), inv).cos(),
+            torch.outer(torch.randint(0, 40960, (T,), device="cuda").float(), inv).sin())
+
+
+@pytest.mark.parametrize("T,hq,hkv,D,norm", [(256, 32, 8, 128, True), (4096, 32, 8, 128, True),
+                                             (192, 32, 8, 128, False), (7, 9, 3, 64, True)])
+def test_qk_rotary_compiled_matches_reference(cuda_kernels, T, hq, hkv, D, norm):
+    qkv = torch.randn(T, (hq + 2 * hkv) * D, device="cuda").to(torch.bfloat16) * 4
+    cos, sin = _tables(T, D)
+    w = [(torch.rand(D, device="cuda") + 0.5).to(torch.bfloat16) for _ in range(2)]
+    weights = w if norm else (None, None)
+    q, k = qk_rotary(qkv, hq, hkv, D, cos, sin, *weights, 1e-6)
+    q_ref, k_ref = qk_rotary_reference(qkv, hq, hkv, D, cos, sin, *weights, 1e-6)
+    # the same roundings in both; the norm's sum order and FMA contraction may move one ulp
+    torch.testing.assert_close(q, q_ref, rtol=2**-7, atol=2**-7)
+    torch.testing.assert_close(k, k_ref, rtol=2**-7, atol=2**-7)
+    assert (q == q_ref).float().mean().item() > 0.95
+
+
+@pytest.mark.parametrize("T,width", [(256, 12288), (4096, 12288), (3, 8192), (5, 1000)])
+def test_silu_mul_compiled_matches_reference(cuda_kernels, T, width):
+    gate_up = (torch.randn(T, 2 * width, device="cuda") * 4).to(torch.bfloat16)
+    out = silu_mul(gate_up)
+    ref = silu_mul_reference(gate_up)
+    torch.testing.assert_close(out, ref, rtol=2**-7, atol=2**-7)
+    assert (out == ref).float().mean().item() > 0.95
