@@ -4,6 +4,9 @@ Scorers call code (sympy, candidate programs) that can hang in ways an in-proces
 cannot stop. Workers are spawned (not forked: the parent may hold torch threads). If no item
 finishes for `stall_s` seconds, every busy worker is stuck: the pool is killed, the items
 that were running are retried one at a time, and those that stall alone get `on_timeout`.
+Workers are recycled by giving each pool at most ITEMS_PER_WORKER items per worker (a fresh
+pool per chunk), not with `max_tasks_per_child`: on Python 3.11 a pool that replaces its
+workers that way deadlocks once a worker retires (a 1,200-item map never returned).
 """
 from __future__ import annotations
 
@@ -11,6 +14,8 @@ import multiprocessing as mp
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable
+
+ITEMS_PER_WORKER = 256  # sympy's caches grow; a fresh worker after this many items
 
 
 def _kill(ex: ProcessPoolExecutor) -> None:
@@ -23,7 +28,7 @@ def _kill(ex: ProcessPoolExecutor) -> None:
 def _batch(fn, items, idxs, results, workers, stall_s, initializer, on_error):
     """Run items[idxs]; fill results. Returns (suspects, requeue) index lists."""
     ex = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
-                             initializer=initializer, max_tasks_per_child=256)
+                             initializer=initializer)
     futs = {ex.submit(fn, items[i]): i for i in idxs}
     pending = set(futs)
     broken: list[int] = []
@@ -54,7 +59,14 @@ def map_with_deadline(fn: Callable[[Any], Any], items: list, *, workers: int, st
                       on_timeout: Callable[[Any], Any], on_error: Callable[[Any, Exception], Any],
                       initializer: Callable[[], None] | None = None) -> list:
     results: list = [None] * len(items)
-    todo = list(range(len(items)))
+    chunk = max(1, workers) * ITEMS_PER_WORKER
+    for start in range(0, len(items), chunk):
+        _map_chunk(fn, items, list(range(start, min(start + chunk, len(items)))), results,
+                   workers, stall_s, on_timeout, on_error, initializer)
+    return results
+
+
+def _map_chunk(fn, items, todo, results, workers, stall_s, on_timeout, on_error, initializer):
     for _ in range(3):  # a broken pool is retried a bounded number of times
         if not todo:
             break
@@ -66,4 +78,3 @@ def map_with_deadline(fn: Callable[[Any], Any], items: list, *, workers: int, st
                 results[i] = on_timeout(items[i])
     for i in todo:
         results[i] = on_error(items[i], RuntimeError("worker pool kept breaking"))
-    return results

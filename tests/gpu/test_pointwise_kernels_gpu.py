@@ -23,9 +23,11 @@ def test_qk_rotary_compiled_matches_reference(cuda_kernels, T, hq, hkv, D, norm)
     weights = w if norm else (None, None)
     q, k = qk_rotary(qkv, hq, hkv, D, cos, sin, *weights, 1e-6)
     q_ref, k_ref = qk_rotary_reference(qkv, hq, hkv, D, cos, sin, *weights, 1e-6)
-    # the same roundings in both; the norm's sum order and FMA contraction may move one ulp
-    torch.testing.assert_close(q, q_ref, rtol=2**-7, atol=2**-7)
-    torch.testing.assert_close(k, k_ref, rtol=2**-7, atol=2**-7)
+    # The same roundings in both, but the norm's sum order and rsqrt may move the normed value
+    # one ulp (2**-6 at |x| ~ 3); the rotation can cancel to a small result, so the bound is
+    # absolute: 2 ulps at the normed scale (1 of 16.7M elements was 2**-6 off at T 4096).
+    torch.testing.assert_close(q, q_ref, rtol=2**-7, atol=2**-5)
+    torch.testing.assert_close(k, k_ref, rtol=2**-7, atol=2**-5)
     assert (q == q_ref).float().mean().item() > 0.95
 
 

@@ -94,3 +94,17 @@ def test_pool_kills_a_hung_worker_and_keeps_the_rest():
                             on_error=lambda x, e: f"ERR {type(e).__name__}")
     assert out == [2, "TIMEOUT", 6, "ERR ValueError", 10]
     assert time.monotonic() - t0 < 30
+
+
+def _identity(x):
+    return x
+
+
+def test_a_map_longer_than_one_pool_returns_in_order():
+    """More items than one pool's workers take before recycling (ITEMS_PER_WORKER each): on
+    Python 3.11 a pool recycling with max_tasks_per_child deadlocked here."""
+    from tasks import pool
+    n = 2 * pool.ITEMS_PER_WORKER + 7
+    out = pool.map_with_deadline(_identity, list(range(n)), workers=1, stall_s=60,
+                                 on_timeout=lambda i: "T", on_error=lambda i, e: "E")
+    assert out == list(range(n))
