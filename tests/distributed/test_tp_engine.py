@@ -136,8 +136,11 @@ def test_no_orphans_when_the_engine_process_exits_or_is_interrupted(folder, tmp_
     script, pid_file = tmp_path / "engine.py", tmp_path / "pids"
     script.write_text(SCRIPT)
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    # A launcher that ignores SIGINT (`cmd &` in a script) would pass SIG_IGN on, and Python
+    # then installs no KeyboardInterrupt handler: give the child the default disposition.
     proc = subprocess.Popen([sys.executable, str(script), folder, str(pid_file), how], env=env,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 120
         while not (pid_file.exists() and pid_file.read_text()):

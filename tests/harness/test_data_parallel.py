@@ -173,8 +173,10 @@ def test_ctrl_c_stops_every_replica_and_keeps_their_samples(tmp_path, data_dir):
     script.write_text(INTERRUPTED_RUN.format(paths=[ROOT, os.path.join(ROOT, "tests", "harness")],
                                              tmp=str(tmp_path), data=data_dir))
     env = {**os.environ, "FAKE_STEP_S": "0.05", "FAKE_PID_DIR": str(pid_dir)}
+    # SIG_DFL, not an inherited SIG_IGN (`cmd &` launchers): Python must raise KeyboardInterrupt
     proc = subprocess.Popen([sys.executable, str(script)], env=env, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 120
         while len(os.listdir(pid_dir)) < 2:
