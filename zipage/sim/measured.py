@@ -28,12 +28,13 @@ def from_throughput(data: dict, path: str = "throughput result") -> dict:
                          f"(its scoring is a preset name); measure it with `bench long --json`")
     stats = ours["stats"]
     block = e["block_size"]
+    asynchronous = bool(e.get("async_scheduling", w.get("async_scheduling", False)))
     options = dict(load_format="dummy", seed=w.get("seed", 0), block_size=block,
                    max_num_seqs=e["max_num_seqs"],
                    max_num_batched_tokens=e["max_num_batched_tokens"],
                    max_model_len=e["max_model_len"],
                    enable_prefix_caching=e.get("enable_prefix_caching", True),
-                   enforce_eager=e.get("enforce_eager", False), async_scheduling=False,
+                   enforce_eager=e.get("enforce_eager", False), async_scheduling=asynchronous,
                    kv_cache_tokens=stats["num_kv_blocks"] * block)
     entry = rp.engine_entry(
         output_tokens=ours["num_output_tokens"], wall_time_s=ours["wall_time_s"],
@@ -45,6 +46,6 @@ def from_throughput(data: dict, path: str = "throughput result") -> dict:
     return rp.build_report("measured", model=w["model"], gpu=env.get("gpu"),
                            output_len=w["output_len"], num_requests=w["num_requests"],
                            prompt_len=w["prompt_len"], budget=None, block_size=block,
-                           async_scheduling=False, engines={"fullkv": entry},
+                           async_scheduling=asynchronous, engines={"fullkv": entry},
                            temperature=w.get("temperature", 0.0), seed=w.get("seed", 0),
                            converted_from="bench throughput")
