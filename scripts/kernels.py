@@ -268,10 +268,9 @@ def pointwise_rows(args):
         cos, sin = torch.rand(T, 64, device="cuda"), torch.rand(T, 64, device="cuda")
         w = torch.rand(128, device="cuda", dtype=torch.bfloat16)
         nbytes = 2 * T * 40 * 128 * 2 + 2 * T * 64 * 4
-        row = measure("qk_rotary", f"T {T}, Hq 32, Hkv 8, D 128, QK norm", "GB/s", nbytes,
+        yield measure("qk_rotary", f"T {T}, Hq 32, Hkv 8, D 128, QK norm", "GB/s", nbytes,
                       lambda: qk_rotary(qkv, 32, 8, 128, cos, sin, w, w)[0],  # error on q
                       lambda: compiled_rope(qkv, 32, 8, 128, cos, sin, w, w)[0])
-        yield row
         gate_up = torch.randn(T, 2 * 12288, device="cuda", dtype=torch.bfloat16)
         yield measure("silu_mul", f"T {T}, I 12288", "GB/s", 3 * T * 12288 * 2,
                       lambda: silu_mul(gate_up), lambda: compiled_silu(gate_up))

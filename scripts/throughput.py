@@ -152,7 +152,7 @@ def main(a) -> int:
     result["engine_options"] = {k: getattr(cfg, k) for k in (
         "block_size", "budget", "max_num_seqs", "max_num_batched_tokens", "max_model_len",
         "gpu_memory_utilization", "enforce_eager", "enable_prefix_caching", "kv_cache_tokens",
-        "kv_cache_dtype")}
+        "kv_cache_dtype", "async_scheduling")}
     result["engine_options"]["max_model_len"] = llm.max_model_len
     result["engine_options"]["num_kv_blocks"] = llm.num_kv_blocks
     if N == 0:  # fill the pool: every request runs at once (fresh prompts, as above)

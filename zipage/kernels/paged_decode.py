@@ -5,8 +5,9 @@ range of key tiles (split). It handles all G = H_q // H_kv query heads of that K
 once, so each K/V tile is loaded once per group, and writes unnormalised partial results
 (running max m, sum l, accumulator acc) to fp32 scratch. Kernel 2, grid (B, H_q), merges
 the S partials. With S = 1 (large batches: B * H_kv programs fill the GPU) kernel 1 writes
-the normalised output itself and kernel 2 is not launched. Key ranges come from context_lens inside the kernel, so grid and scratch
-depend only on shapes: the pair is CUDA-graph capturable.
+the normalised output itself and kernel 2 is not launched. Key ranges come from
+context_lens inside the kernel, so grid and scratch depend only on shapes: the pair is
+CUDA-graph capturable.
 """
 import functools
 import math
@@ -166,7 +167,8 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
         block_tables, context_lens, partial_out, partial_max,
         partial_sum, out, scale * LOG2E, q.stride(0), q.stride(1), k_cache.stride(0),
         k_cache.stride(1), k_cache.stride(2), block_tables.stride(0), out.stride(0),
-        out.stride(1), H_q, num_splits, DIRECT=num_splits == 1, GROUP=H_q // H_kv, HEAD_DIM=D, BLOCK_SIZE=bs, TILE_N=tile_n,
+        out.stride(1), H_q, num_splits, DIRECT=num_splits == 1, GROUP=H_q // H_kv,
+        HEAD_DIM=D, BLOCK_SIZE=bs, TILE_N=tile_n,
         GROUP_PAD=max(16, next_pow2(H_q // H_kv)), HEAD_DIM_PAD=d_pad,
         **dot_args(dot_dtype(k_cache.dtype, q.dtype)), QUANT=quant, num_warps=4, num_stages=2)
     if num_splits == 1:
