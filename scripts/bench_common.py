@@ -13,6 +13,7 @@ import torch
 
 from zipage.compression.config import CompressionConfig
 from zipage.compression.presets import PRESETS
+from zipage.config import EngineConfig
 from zipage.models.presets import SHAPES
 
 DTYPES = ("auto", "bfloat16", "float16", "float32")
@@ -41,6 +42,13 @@ def add_model_arguments(p: argparse.ArgumentParser, default: str = "qwen3-8b",
 def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", metavar="OUT", help="also write all results to this JSON file")
+
+
+def add_async_argument(p: argparse.ArgumentParser, help: str) -> None:
+    """--async-scheduling / --no-async-scheduling, defaulting to the engine's default."""
+    default = EngineConfig.__dataclass_fields__["async_scheduling"].default
+    p.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=default,
+                   help=f"{help} (default: {'on' if default else 'off'}, the engine's default)")
 
 
 def add_scoring_arguments(p: argparse.ArgumentParser) -> None:

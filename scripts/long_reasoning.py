@@ -49,8 +49,7 @@ def add_arguments(p):
                    help="full, zipage (scored by --scoring) and the comparison presets "
                         "(docs/method.md §14), each at --budget; presets print their tok/s "
                         "relative to zipage's when both ran")
-    p.add_argument("--async-scheduling", action="store_true",
-                   help="both engines schedule step N+1 while step N runs")
+    bc.add_async_argument(p, "both engines schedule step N+1 while step N runs")
     p.add_argument("--trace", metavar="PATH",
                    help="write per-step traces of the timed runs (JSON; gzip if PATH ends .gz)")
 

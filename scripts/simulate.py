@@ -51,7 +51,7 @@ def add_arguments(p):
     pool.add_argument("--gpu-memory-gib", type=float, help="device memory (default: calibrated)")
     p.add_argument("--max-num-seqs", type=int, default=PAPER["max_num_seqs"])
     p.add_argument("--max-num-batched-tokens", type=int, default=8192)
-    p.add_argument("--async-scheduling", action="store_true")
+    bc.add_async_argument(p, "the simulated engine schedules step N+1 while step N runs")
     bc.add_scoring_arguments(p)
     p.add_argument("--temperature", type=float, default=0.6)
     bc.add_common_arguments(p)

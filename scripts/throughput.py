@@ -44,8 +44,7 @@ def add_arguments(p):
                    help="KV pool of this many GiB (K, V, scales, global score), whatever "
                         "--kv-cache-dtype: equal memory for auto vs fp8 comparisons")
     p.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs for decode")
-    p.add_argument("--async-scheduling", action="store_true",
-                   help="schedule step n+1 while step n runs on the GPU")
+    bc.add_async_argument(p, "schedule step n+1 while step n runs on the GPU")
     p.add_argument("--hf-batch-size", type=int, default=None, help="default: all requests at once")
     p.add_argument("--hf-output-len", type=int, default=None,
                    help="HF new tokens per request (default --output-len; shorter favours HF)")

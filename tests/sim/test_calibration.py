@@ -91,7 +91,7 @@ def test_grid_runs_on_the_real_runner_and_fits(zipage_llm):
     host = host_phase_samples(lambda **kw: simulate(
         zipage_llm.config.model, opts, make_requests([200] * 8, 20), fixed_cost_model(),
         spec=zipage_llm.spec, **kw), max_steps=30)
-    assert len(host) == 30
+    assert len(host) == 29  # asynchronous (the default): the 30th step is still in flight
     cost = fit_cost_model(grid, host, {"engine": "zipage"})
     assert set(cost.meta["fit"]) == {"device", "launch", "schedule", "post"}
     assert cost.device_s(step_features(synthetic_step(pts[0], 16, 256, 2, 8, PARAMS))) > 0

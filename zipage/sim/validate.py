@@ -53,6 +53,8 @@ def predict_report(measured: dict, cost_for, copy_bandwidth_Bps: float | None = 
         if not m:
             continue
         options = dict(m["options"], kv_cache_tokens=m["pool_tokens"])
+        # Runs recorded before the option existed were synchronous (the default then).
+        options.setdefault("async_scheduling", measured.get("async_scheduling", False))
         requests = make_requests([measured["output_len"]] * measured["num_requests"],
                                  measured["prompt_len"])
         engines[name] = simulate(measured["model"], options, requests,
