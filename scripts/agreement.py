@@ -42,6 +42,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--task", default="gsm8k", choices=["gsm8k", "math500"])
     ap.add_argument("--num-problems", type=int, default=48)
     ap.add_argument("--seed", type=int, default=0, help="problem shuffle and sampling seeds")
+    ap.add_argument("--skip-problems", type=int, default=0,
+                    help="start after this many shuffled problems (a split disjoint from a "
+                         "run without it, e.g. for tuning)")
     ap.add_argument("--max-tokens", type=int, default=1024)
     ap.add_argument("--temperature", type=float, default=0.0)
     ap.add_argument("--samples", type=int, default=1, help="samples (seeds) per problem")
@@ -68,7 +71,10 @@ def load_problems(args):
     data_dir = os.environ.get("ZIPAGE_DATA_DIR") or str(ROOT.parent / "shared/datasets")
     problems = task.load(data_dir)
     random.Random(args.seed).shuffle(problems)
-    return task, problems[:args.num_problems]
+    start = getattr(args, "skip_problems", 0)
+    if not 0 <= start < len(problems):
+        raise SystemExit(f"--skip-problems {start}: {args.task} has {len(problems)} problems")
+    return task, problems[start:start + args.num_problems]
 
 
 def sampling_params(args, num_prompts: int) -> list:

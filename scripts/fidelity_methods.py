@@ -12,6 +12,8 @@ from zipage.compression.presets import COMPARISON, non_default, preset
 
 DEFAULT = "default"
 WEIGHT_PREFIX = "rw="  # "rw=0.35": the full score with redundancy weight 0.35
+# "attn_recent=0.25": attention alone + the sinks + the most recent quarter of the kept tokens
+RECENT_PREFIX = "attn_recent="
 _SCORE_FIELDS = ("use_global_score", "use_pooling", "redundancy", "redundancy_weight")
 
 
@@ -42,6 +44,8 @@ _METHODS = {
               lambda sinks: _options(CompressionConfig.paper())),
     "attn": (lambda: "attention only", lambda sinks: {}),
     "attn_global": (lambda: "attention + global score", lambda sinks: dict(use_global_score=True)),
+    "attn_sinks": (lambda: "attention only + sink tokens",
+                   lambda sinks: dict(num_sink_tokens=sinks)),
     "recent": (lambda: "recent window + sinks (StreamingLLM-like)",
                lambda sinks: dict(score="recent", num_sink_tokens=sinks)),
     "random": (lambda: "random eviction (window kept)", lambda sinks: dict(score="random")),
@@ -78,9 +82,14 @@ def canonical(name: str) -> str:
         if not 0.0 <= weight <= 1.0:
             raise ValueError(f"redundancy weight must be in [0, 1], got {weight}")
         return f"{WEIGHT_PREFIX}{weight:g}"
+    if name.startswith(RECENT_PREFIX):
+        ratio = float(name[len(RECENT_PREFIX):])
+        if not 0.0 < ratio < 1.0:
+            raise ValueError(f"recent ratio must be in (0, 1), got {ratio}")
+        return f"{RECENT_PREFIX}{ratio:g}"
     if name not in _METHODS:
-        raise ValueError(f"unknown method {name!r}; valid: {', '.join(NAMES)} or "
-                         f"{WEIGHT_PREFIX}<weight>")
+        raise ValueError(f"unknown method {name!r}; valid: {', '.join(NAMES)}, "
+                         f"{WEIGHT_PREFIX}<weight> or {RECENT_PREFIX}<ratio>")
     return name
 
 
@@ -110,6 +119,8 @@ def label(name: str) -> str:
     name = canonical(name)
     if name.startswith(WEIGHT_PREFIX):
         return f"full score, redundancy weight {name[len(WEIGHT_PREFIX):]}"
+    if name.startswith(RECENT_PREFIX):
+        return f"attention + sinks + most recent {name[len(RECENT_PREFIX):]} of the kept"
     return _METHODS[name][0]()
 
 
@@ -118,4 +129,6 @@ def options(name: str, sinks: int = 4) -> dict:
     name = canonical(name)
     if name.startswith(WEIGHT_PREFIX):
         return _full(redundancy_weight=float(name[len(WEIGHT_PREFIX):]))
+    if name.startswith(RECENT_PREFIX):
+        return dict(num_sink_tokens=sinks, recent_ratio=float(name[len(RECENT_PREFIX):]))
     return dict(_METHODS[name][1](sinks))

@@ -9,6 +9,10 @@ agreement of priority 3 over every problem, default vs recent only (at 100 probl
 2-5%, was larger than the differences it had to decide). Priority 4 (issue 17): every
 comparison preset next to the default, the paper score, recent and random on the test
 solutions, at block 256 (budgets 1024/2048) and block 16 (budgets 128-512, shorter texts).
+Priority 6: recency protection for the default (attention + sinks, + a recent share of the
+kept tokens): agreement on GSM8K problems disjoint from priority 3's (where the candidate is
+chosen) and on every MATH-500 problem (where it is reported), next to the default and recent.
+Priority 7: those candidates' NLL at block 256 on priority 1's test texts.
 Each task is one engine; every group (run) that needs a (method, budget) cell shares it
 (scripts/fidelity_batch.py).
 """
@@ -49,6 +53,8 @@ class Profile:
     agree_methods: tuple = ("default", "recent", "attn", "paper", "random")
     all_problems: int = 500  # MATH-500
     all_methods: tuple = ("default", "recent")
+    cand_methods: tuple = ("default", "recent", "attn_sinks", "attn_recent=0.25")
+    tune_problems: int = 200  # GSM8K, after priority 3's agree_problems
     preset_methods: tuple = ("default", "full", "paper", "recent", "random", *COMPARISON)
     preset_block16: int = 16
     preset_budgets16: tuple = (128, 256, 512)
@@ -70,6 +76,7 @@ PROFILES = {
                     tune_methods=("default", "attn", "rw=0.5"), methods2=("default", "recent"),
                     agree_budgets=(32,), agree_max_tokens=24, agree_problems=2,
                     agree_samples=2, agree_methods=("default", "recent"), all_problems=3,
+                    cand_methods=("default", "attn_recent=0.25"), tune_problems=2,
                     preset_methods=("default", "recent", "rkv", "snapkv", "h2o"),
                     preset_budgets16=(32,), preset_text_tokens16=80, suffix="_tiny",
                     prior_rate={"fidelity": 0.2, "agree": 0.5, "texts": 1.0},
@@ -102,11 +109,18 @@ def fidelity_groups(p: Profile, results: str) -> dict:
             "generated2": g(f"b{p.block2}_generated", b2, gen, p.methods2),
             "presets": g(f"b{p.block}_presets", b1, sol, p.preset_methods),
             "presets16": g(f"b{p.preset_block16}_presets_t{p.preset_text_tokens16}", b16, sol,
-                           p.preset_methods)}
+                           p.preset_methods),
+            "cand_solutions": g(f"b{p.block}_candidates_solutions", b1, sol, _cand_nll(p)),
+            "cand_generated": g(f"b{p.block}_candidates_generated", b1, gen, _cand_nll(p))}
+
+
+def _cand_nll(p: Profile) -> tuple:
+    """Priority 7's methods: the candidates with the baselines their checks compare against."""
+    return tuple(dict.fromkeys(("default", "recent", "random", *p.cand_methods)))
 
 
 ROLES = {1: ("solutions", "generated", "tuning"), 2: ("solutions2", "generated2"),
-         4: ("presets", "presets16")}  # fidelity groups of each priority (3: agreement)
+         4: ("presets", "presets16"), 7: ("cand_solutions", "cand_generated")}  # fidelity groups of each priority (3: agreement)
 
 
 def _cells(results: str, name: str) -> str:
@@ -119,9 +133,9 @@ def test_sources(p: Profile, results: str) -> str:
     return f"{results}/fidelity_b{p.block}_test_sources{p.suffix}.json"
 
 
-def _agreement_flags(p: Profile, problems: int, methods) -> str:
+def _agreement_flags(p: Profile, problems: int, methods, skip: int = 0) -> str:
     return (f"--model {p.model} --device {p.device} --dtype {p.dtype} --no-grade "
-            f"--num-problems {problems} --block-size {p.agree_block} "
+            f"--num-problems {problems} --skip-problems {skip} --block-size {p.agree_block} "
             f"--budgets {' '.join(map(str, p.agree_budgets))} "
             f"--max-tokens {p.agree_max_tokens} --methods {' '.join(methods)}")
 
@@ -138,6 +152,11 @@ def agreement_groups(p: Profile, results: str, priorities=(3,)) -> dict:
     if 5 in priorities:
         runs.append(("math500_greedy_all", _agreement_flags(p, p.all_problems, p.all_methods)
                      + " --task math500"))
+    if 6 in priorities:
+        runs += [("gsm8k_tune", _agreement_flags(p, p.tune_problems, p.cand_methods,
+                                                 skip=p.agree_problems) + " --task gsm8k"),
+                 ("math500_candidates", _agreement_flags(p, p.all_problems, p.cand_methods)
+                  + " --task math500")]
     return {name: f"{flags} --out {results}/agreement_{name}{p.suffix}"
                   f"{_cells(results, f'agreement_{name}{p.suffix}')}" for name, flags in runs}
 
@@ -186,12 +205,17 @@ def tasks(p: Profile, results: str, priorities=(1, 2, 3)) -> list[Task]:
                 fid(f"b{p.block2} {m}@{B}", two, m, B, B, p.block2, 2, n2)
     for prio, reqs, methods, label in ((3, p.agree_problems * (2 + p.agree_samples),
                                         p.agree_methods, "agree"),
-                                       (5, p.all_problems, p.all_methods, "agree all")):
+                                       (5, p.all_problems, p.all_methods, "agree all"),
+                                       (6, p.all_problems + p.tune_problems, p.cand_methods,
+                                        "agree cand")):
         if prio not in priorities:
             continue
         ag = agreement_groups(p, results, (prio,))
         for m, B in [("full", None)] + [(m, B) for B in p.agree_budgets for m in methods]:
-            per = 400 + (p.agree_max_tokens if B is None else B) + 2 * p.agree_block
+            # every request reserves the longest prompt (kv_tokens_per_request): MATH-500's is
+            # about 1,450 tokens with the harness's template (a 500-problem default@512 cell
+            # allocated 21.3 GiB of KV at float32 on the H200)
+            per = 1500 + (p.agree_max_tokens if B is None else B) + 2 * p.agree_block
             out.append(Task(f"{label} {m}@{B}" if B else f"{label} full",
                             "scripts.fidelity_batch:agreement_cell", priority=prio, kind="agree",
                             steps=p.agree_max_tokens, mem_gb=_mem_gb(p, reqs * per),
@@ -205,4 +229,11 @@ def tasks(p: Profile, results: str, priorities=(1, 2, 3)) -> list[Task]:
             for m in p.preset_methods:
                 for B in budgets:
                     fid(f"{role} {m}@{B}", [role], m, B, B, block, 4, n, tokens)
+    if 7 in priorities:
+        two = ["cand_solutions", "cand_generated"]
+        n7 = p.num_solution_texts + p.num_generated_texts
+        fid(f"cand b{p.block} full", two, None, None, min(p.budgets), p.block, 7, n7)
+        for m in _cand_nll(p):
+            for B in p.budgets:
+                fid(f"cand b{p.block} {m}@{B}", two, m, B, B, p.block, 7, n7)
     return out

@@ -109,6 +109,25 @@ def test_the_h200_preset_plan_covers_issue_17():
     assert not texts.kwargs["sources_file"]  # no tuning run here: nothing to exclude
 
 
+def test_the_candidate_plan_tunes_on_problems_the_test_runs_never_see():
+    """Priority 6: GSM8K tuning problems follow priority 3's 100 in the same shuffle; MATH-500
+    is every problem; priority 7 scores the same candidates at block 256 with the baselines."""
+    from scripts import agreement
+    p = fp.PROFILES["h200"]
+    groups = {n: fb.parse(agreement, f) for n, f in fp.agreement_groups(p, "results", (6,)).items()}
+    tune, test = groups["gsm8k_tune"], groups["math500_candidates"]
+    assert (tune.task, tune.skip_problems, tune.num_problems) == ("gsm8k", p.agree_problems, 200)
+    assert (test.task, test.skip_problems, test.num_problems) == ("math500", 0, 500)
+    for g in (tune, test):
+        assert {"default", "recent", "attn_sinks", "attn_recent=0.25"} <= set(g.methods)
+    tasks = fp.tasks(p, "results", priorities=[6, 7])
+    agree = {(t.kwargs["method"], t.kwargs["budget"]) for t in tasks if t.priority == 6}
+    assert agree == {("full", None)} | {(m, B) for m in p.cand_methods for B in (128, 256, 512)}
+    nll = {(t.kwargs["method"], t.kwargs["budget"]) for t in tasks if t.priority == 7}
+    assert {(m, B) for m in ("recent", "random", "attn_recent=0.25") for B in (1024, 2048)} <= nll
+    assert (None, None) in nll
+
+
 def test_model_loading_is_memoised_once_per_process():
     fe.cache_model_loading()  # raised AttributeError once the loader had no _checkpoint_state
     import zipage.models.loader as zloader
@@ -128,5 +147,5 @@ def test_model_loading_is_memoised_once_per_process():
 def test_an_unknown_priority_is_rejected_before_any_work(capsys):
     from scripts import fidelity_gpu
     with pytest.raises(SystemExit) as e:
-        fidelity_gpu.main(["--profile", "tiny", "--priorities", "6"])
-    assert e.value.code == 2 and "invalid choice: 6" in capsys.readouterr().err
+        fidelity_gpu.main(["--profile", "tiny", "--priorities", "8"])
+    assert e.value.code == 2 and "invalid choice: 8" in capsys.readouterr().err

@@ -70,6 +70,11 @@ def test_method_names():
         fm.canonical("zipagee")
     with pytest.raises(ValueError):
         fm.canonical("rw=1.5")
+    assert fm.canonical("attn_recent=0.250") == "attn_recent=0.25"
+    assert fm.options("attn_recent=0.25", sinks=4) == dict(num_sink_tokens=4, recent_ratio=0.25)
+    assert fm.options("attn_sinks", sinks=4) == dict(num_sink_tokens=4)
+    with pytest.raises(ValueError, match="recent ratio"):
+        fm.canonical("attn_recent=1")
 
 
 def test_cli_contract_and_bad_method_is_a_clear_error(capsys):
