@@ -14,7 +14,9 @@ DEFAULT = "default"
 WEIGHT_PREFIX = "rw="  # "rw=0.35": the full score with redundancy weight 0.35
 # "attn_recent=0.25": attention alone + the sinks + the most recent quarter of the kept tokens
 RECENT_PREFIX = "attn_recent="
-_SCORE_FIELDS = ("use_global_score", "use_pooling", "redundancy", "redundancy_weight")
+_SCORE_FIELDS = ("use_global_score", "use_pooling", "redundancy", "redundancy_weight",
+                 "num_sink_tokens", "recent_ratio")
+_ATTN = dict(num_sink_tokens=0, recent_ratio=0.0)  # attention alone: no sinks, no recent share
 
 
 def _options(config: CompressionConfig) -> dict:
@@ -28,10 +30,13 @@ def _full(**overrides) -> dict:
 def _describe(config: CompressionConfig) -> str:
     terms = [t for t, on in (("global", config.use_global_score), ("pool", config.use_pooling),
                              (config.redundancy, config.redundancy != "none")) if on]
-    if not terms:
-        return "attention only"
     weight = f", redundancy weight {config.redundancy_weight:g}" if config.redundancy != "none" else ""
-    return " + ".join(terms) + weight
+    recency = [t for t, on in ((f"{config.num_sink_tokens} sinks", config.num_sink_tokens),
+                               (f"recent {config.recent_ratio:g}", config.recent_ratio)) if on]
+    text = " + ".join(terms or ["attention"]) + weight
+    if recency:
+        return text + " + " + " + ".join(recency)
+    return text if terms else text + " only"
 
 
 # name -> (label, options builder(sinks)); options are flat LLM keyword arguments.
@@ -42,19 +47,21 @@ _METHODS = {
                      f"engine=zipage_full)", lambda sinks: _full()),
     "paper": (lambda: "paper score (redundancy weight 0.8, engine=zipage_paper)",
               lambda sinks: _options(CompressionConfig.paper())),
-    "attn": (lambda: "attention only", lambda sinks: {}),
-    "attn_global": (lambda: "attention + global score", lambda sinks: dict(use_global_score=True)),
+    "attn": (lambda: "attention only", lambda sinks: dict(_ATTN)),
+    "attn_global": (lambda: "attention + global score",
+                    lambda sinks: dict(_ATTN, use_global_score=True)),
     "attn_sinks": (lambda: "attention only + sink tokens",
-                   lambda sinks: dict(num_sink_tokens=sinks)),
+                   lambda sinks: dict(_ATTN, num_sink_tokens=sinks)),
     "recent": (lambda: "recent window + sinks (StreamingLLM-like)",
-               lambda sinks: dict(score="recent", num_sink_tokens=sinks)),
-    "random": (lambda: "random eviction (window kept)", lambda sinks: dict(score="random")),
+               lambda sinks: dict(score="recent", num_sink_tokens=sinks, recent_ratio=0.0)),
+    "random": (lambda: "random eviction (window kept)",
+               lambda sinks: dict(_ATTN, score="random")),
     # Ablations, for investigations.
     "full_raw": (lambda: "full score, raw redundancy", lambda sinks: _full(redundancy="raw")),
     "full_sinks": (lambda: "full score + sink tokens",
                    lambda sinks: dict(_full(), num_sink_tokens=sinks)),
     "global_pool": (lambda: "global + pool (no redundancy)",
-                    lambda sinks: dict(use_global_score=True, use_pooling=True)),
+                    lambda sinks: dict(_ATTN, use_global_score=True, use_pooling=True)),
 }
 # The published methods as engine presets (docs/method.md §14), each with its own window.
 _PRESET_LABELS = {"rkv": "R-KV", "gkv": "G-KV", "snapkv": "SnapKV (prompt only)",
@@ -130,5 +137,5 @@ def options(name: str, sinks: int = 4) -> dict:
     if name.startswith(WEIGHT_PREFIX):
         return _full(redundancy_weight=float(name[len(WEIGHT_PREFIX):]))
     if name.startswith(RECENT_PREFIX):
-        return dict(num_sink_tokens=sinks, recent_ratio=float(name[len(RECENT_PREFIX):]))
+        return dict(_ATTN, num_sink_tokens=sinks, recent_ratio=float(name[len(RECENT_PREFIX):]))
     return dict(_METHODS[name][1](sinks))

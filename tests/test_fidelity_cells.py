@@ -56,8 +56,10 @@ def test_default_method_is_the_engine_default_everywhere():
                            ("paper", "zipage_paper")):
         config = preset(engine)
         assert fm.options(method) == {k: getattr(config, k) for k in _engine_yaml(engine)}
-    # the block-256 decision (docs/fidelity.md): the default is attention only
-    assert CompressionConfig(**fm.options(fm.DEFAULT)) == CompressionConfig(**fm.options("attn"))
+    # the decision of docs/fidelity.md: attention + 4 sinks + the most recent quarter kept
+    assert CompressionConfig(**fm.options(fm.DEFAULT)) == CompressionConfig(
+        **fm.options("attn_recent=0.25", sinks=4))
+    assert CompressionConfig(**fm.options("attn")) != CompressionConfig()
     assert _engine_yaml("zipage_paper")["redundancy_weight"] == 0.8
 
 
@@ -65,14 +67,15 @@ def test_method_names():
     assert fm.canonical("zipage") == "default" and fm.canonical("zipage_paper") == "paper"
     assert fm.canonical("zipage_rw=0.50") == fm.canonical("rw=0.5") == "rw=0.5"
     assert fm.options("rw=0.35")["redundancy_weight"] == 0.35
-    assert fm.options("recent", sinks=8) == dict(score="recent", num_sink_tokens=8)
+    assert fm.options("recent", sinks=8) == dict(score="recent", num_sink_tokens=8,
+                                                 recent_ratio=0.0)
     with pytest.raises(ValueError, match="unknown method"):
         fm.canonical("zipagee")
     with pytest.raises(ValueError):
         fm.canonical("rw=1.5")
     assert fm.canonical("attn_recent=0.250") == "attn_recent=0.25"
     assert fm.options("attn_recent=0.25", sinks=4) == dict(num_sink_tokens=4, recent_ratio=0.25)
-    assert fm.options("attn_sinks", sinks=4) == dict(num_sink_tokens=4)
+    assert fm.options("attn_sinks", sinks=4) == dict(num_sink_tokens=4, recent_ratio=0.0)
     with pytest.raises(ValueError, match="recent ratio"):
         fm.canonical("attn_recent=1")
 

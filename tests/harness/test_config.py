@@ -85,14 +85,15 @@ def test_data_dir_from_env_and_missing_data_source(tmp_path):
 
 
 def test_engine_presets_default_attention_full_score_and_paper_weight():
-    """engine=zipage is CompressionConfig() (attention alone); the other two keep every term."""
+    """engine=zipage is CompressionConfig() (attention + sinks + recent share); the other two keep
+    every term and no recency protection."""
     from hydra import compose, initialize_config_dir
     from tasks.config import register_configs
     from tasks.evaluate import engine_kwargs
     from zipage.compression.config import CompressionConfig
     from zipage.config import EngineConfig
     register_configs()
-    terms = {}
+    terms, recency = {}, {}
     with initialize_config_dir(config_dir=os.path.join(ROOT, "configs"), version_base=None):
         for name in ("zipage", "zipage_full", "zipage_paper"):
             cfg = compose("config", overrides=[f"engine={name}", "budget=1024"])
@@ -100,12 +101,14 @@ def test_engine_presets_default_attention_full_score_and_paper_weight():
             c = engine.compression
             terms[cfg.engine.name] = (c.use_global_score, c.use_pooling, c.redundancy,
                                       c.redundancy_weight)
+            recency[cfg.engine.name] = (c.num_sink_tokens, c.recent_ratio)
     d = CompressionConfig()
     assert terms["zipage"] == (d.use_global_score, d.use_pooling, d.redundancy,
                                d.redundancy_weight)
     assert terms["zipage"][:3] == (False, False, "none")
     assert terms["zipage_full"] == (True, True, "lightning", 0.2)
     assert terms["zipage_paper"] == (True, True, "lightning", 0.8)
+    assert recency == {"zipage": (4, 0.25), "zipage_full": (0, 0.0), "zipage_paper": (0, 0.0)}
 
 
 @pytest.mark.parametrize("override,needle", [

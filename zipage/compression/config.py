@@ -6,6 +6,8 @@ REDUNDANCY_MODES = ("none", "raw", "lightning")
 # "attention": the Zipage score (switches below). Baselines for fidelity studies:
 # "recent": keep sinks + the most recent tokens (StreamingLLM-like); "random": random eviction.
 SCORE_MODES = ("attention", "recent", "random")
+# The published methods keep no sinks and no recent share beyond their window.
+NO_RECENCY = dict(num_sink_tokens=0, recent_ratio=0.0)
 GLOBAL_MODES = ("max", "sum")  # S = max(A, decay * SC) (Zipage, G-KV) | A + decay * SC (H2O)
 POOLING_MODES = ("max", "avg")  # avg: SnapKV's official pooling (zero padding, / kernel)
 NORMALIZATIONS = ("none", "max")  # max: A / max A and R / max R per head (G-KV)
@@ -13,10 +15,12 @@ NORMALIZATIONS = ("none", "max")  # max: A / max A and R / max R per head (G-KV)
 
 @dataclass(frozen=True)
 class CompressionConfig:
-    """How Compressed PagedAttention ranks tokens. Defaults: the window attention score alone,
-    what `engine=zipage` runs (docs/fidelity.md, "Decision": at block 256 it predicted SmolLM2's
-    text better than the full score at every redundancy weight tried, and kept final answers
-    as often). `full_score()` and `paper()` add the global score, pooling and redundancy.
+    """How Compressed PagedAttention ranks tokens. Defaults: the window attention score, with
+    the 4 first tokens and the most recent quarter of the kept tokens always kept, what
+    `engine=zipage` runs (docs/fidelity.md, "Decision": at block 256 it predicted SmolLM2's
+    text better than attention alone and than the full score at every redundancy weight
+    tried, and it kept final answers at least as often as the recent window at every budget).
+    `full_score()` and `paper()` add the global score, pooling and redundancy.
 
     Final score per (layer, request, KV head), top-K kept:
         F = (1 - redundancy_weight) * pooled_score - redundancy_weight * redundancy
@@ -33,14 +37,14 @@ class CompressionConfig:
     redundancy_weight: float = 0.2  # weight of the redundancy penalty (1 - lambda)
     redundancy_temperature: float = 0.4  # T in softmax(rho / (T * n))
     redundancy_threshold: float = 0.5  # tau: cosine above which keys count as similar
-    num_sink_tokens: int = 0  # first physical tokens always kept
+    num_sink_tokens: int = 4  # first physical tokens always kept
     score: str = "attention"  # "attention" | "recent" | "random" (baselines)
     # Switches of the comparison presets (docs/method.md §14); the defaults leave the score
     # above unchanged.
     global_mode: str = "max"  # "max" | "sum": how the global score folds in its history
     pooling_mode: str = "max"  # "max" | "avg"
     score_normalization: str = "none"  # "none" | "max"
-    recent_ratio: float = 0.0  # keep the most recent ceil(ratio * C*b) tokens as well (H2O)
+    recent_ratio: float = 0.25  # keep the most recent ceil(ratio * kept) tokens as well
     compress_prompt_only: bool = False  # compress once, right after prefill (SnapKV)
 
     def __post_init__(self):
@@ -85,7 +89,7 @@ class CompressionConfig:
         """Every term of the Zipage score: global score, first-compression pooling, lightning
         redundancy at weight 0.2 (the best weight at block 16, results/fidelity_smollm2.md;
         the paper's is 0.8)."""
-        base = dict(use_global_score=True, use_pooling=True, redundancy="lightning")
+        base = dict(use_global_score=True, use_pooling=True, redundancy="lightning", **NO_RECENCY)
         return cls(**{**base, **overrides})
 
     @classmethod
@@ -101,7 +105,7 @@ class CompressionConfig:
         redundancy softmax without temperature (T = 1), threshold 0.5."""
         base = dict(observation_window=8, use_pooling=True, pooling_kernel_size=7,
                     pool_every_compression=True, redundancy="raw", redundancy_weight=0.9,
-                    redundancy_temperature=1.0, redundancy_threshold=0.5)
+                    redundancy_temperature=1.0, redundancy_threshold=0.5, **NO_RECENCY)
         return cls(**{**base, **overrides})
 
     @classmethod
@@ -110,14 +114,14 @@ class CompressionConfig:
         global max score (alpha 0.8), minus raw redundancy normalised by its max, lambda 0.5."""
         base = dict(observation_window=16, use_global_score=True, global_decay=0.8,
                     score_normalization="max", redundancy="raw", redundancy_weight=0.5,
-                    redundancy_temperature=1.0, redundancy_threshold=0.5)
+                    redundancy_temperature=1.0, redundancy_threshold=0.5, **NO_RECENCY)
         return cls(**{**base, **overrides})
 
     @classmethod
     def snapkv_decode(cls, **overrides) -> "CompressionConfig":
         """SnapKV's score (Li et al. 2024: window 32, avg pool 5) at every compression."""
         base = dict(observation_window=32, use_pooling=True, pooling_kernel_size=5,
-                    pooling_mode="avg", pool_every_compression=True)
+                    pooling_mode="avg", pool_every_compression=True, **NO_RECENCY)
         return cls(**{**base, **overrides})
 
     @classmethod
@@ -129,14 +133,14 @@ class CompressionConfig:
     @classmethod
     def streaming_llm(cls, **overrides) -> "CompressionConfig":
         """StreamingLLM (Xiao et al. 2024): 4 attention sinks + the most recent tokens."""
-        return cls(**{**dict(score="recent", num_sink_tokens=4), **overrides})
+        return cls(**{**dict(score="recent", num_sink_tokens=4, recent_ratio=0.0), **overrides})
 
     @classmethod
     def h2o(cls, **overrides) -> "CompressionConfig":
         """H2O-style (Zhang et al. 2023): half the kept tokens are the most recent, half the
         heavy hitters by attention accumulated (summed, no decay) over compressions."""
         base = dict(use_global_score=True, global_mode="sum", global_decay=1.0,
-                    recent_ratio=0.5)
+                    recent_ratio=0.5, num_sink_tokens=0)
         return cls(**{**base, **overrides})
 
     def forced_recent(self, num_keep: int) -> int:
