@@ -54,7 +54,8 @@ def add_async_argument(p: argparse.ArgumentParser, help: str) -> None:
 def add_scoring_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scoring", default="zipage", choices=sorted(SCORING),
                    help="eviction score: zipage = CompressionConfig() (the default, what "
-                        "engine=zipage runs: window attention alone, docs/fidelity.md); "
+                        "engine=zipage runs: window attention + 4 sinks + the most recent "
+                        "quarter, docs/fidelity.md); "
                         "zipage_full = CompressionConfig.full_score() (global + pool + "
                         "lightning redundancy, weight 0.2); zipage_paper = "
                         "CompressionConfig.paper() (the published weight 0.8); the others: "

@@ -1,8 +1,9 @@
 """Eviction methods compared by the fidelity and agreement benchmarks: name -> engine options.
 
 `default` is whatever `CompressionConfig()` gives (what `engine=zipage` runs: window attention
-alone since the block-256 decision of docs/fidelity.md), so the tables always compare the
-shipped default; `full` is `CompressionConfig.full_score()` (the default before that decision),
++ 4 sinks + the most recent quarter of the kept tokens since the decision of docs/fidelity.md),
+so the tables always compare the shipped default; `attn` is attention alone (the default of
+2026-12-02); `full` is `CompressionConfig.full_score()` (the default before that),
 `paper` is `CompressionConfig.paper()`.
 """
 import argparse
