@@ -77,12 +77,16 @@ class EngineConfig:
             if self.budget <= 0 or self.budget % b:
                 raise ValueError(f"budget must be a positive multiple of block_size ({b}), "
                                  f"got {self.budget}")
-            if self.observation_window + self.compression.num_sink_tokens > self.budget:
-                raise ValueError("observation_window + num_sink_tokens must not exceed the budget")
-            if self.compression.forced_recent(self.budget) + \
-                    self.compression.num_sink_tokens > self.budget:
-                raise ValueError("the recent tokens (recent_ratio) + num_sink_tokens must not "
-                                 "exceed the budget")
+            sinks = self.compression.num_sink_tokens
+            if self.observation_window + sinks > self.budget:
+                raise ValueError(f"observation_window {self.observation_window} + num_sink_tokens "
+                                 f"{sinks} exceed the budget {self.budget}: raise the budget or "
+                                 "pass num_sink_tokens=0")
+            recent = self.compression.forced_recent(self.budget)
+            if recent + sinks > self.budget:
+                raise ValueError(f"the {recent} recent tokens (recent_ratio "
+                                 f"{self.compression.recent_ratio}) + num_sink_tokens {sinks} "
+                                 f"exceed the budget {self.budget}")
         if self.load_format not in ("auto", "dummy"):
             raise ValueError(f"load_format must be 'auto' or 'dummy', got {self.load_format!r}")
         if self.kv_cache_dtype not in ("auto", "fp8"):
