@@ -71,7 +71,7 @@ def load_problems(args):
     data_dir = os.environ.get("ZIPAGE_DATA_DIR") or str(ROOT.parent / "shared/datasets")
     problems = task.load(data_dir)
     random.Random(args.seed).shuffle(problems)
-    start = getattr(args, "skip_problems", 0)
+    start = args.skip_problems
     if not 0 <= start < len(problems):
         raise SystemExit(f"--skip-problems {start}: {args.task} has {len(problems)} problems")
     return task, problems[start:start + args.num_problems]

@@ -68,16 +68,14 @@ def write(args, command, device, problems, cells) -> None:
                 f"temperature {args.temperature}, {args.samples} seeded samples per problem")
     env = full.get("environment") or environment(torch.device(device))
     cell_s = sum(c.get("seconds", 0) for c in cells.values())
-    skip = getattr(args, "skip_problems", 0)
-    skipped = f", after the first {skip}" if skip else ""
+    skipped = f", after the first {args.skip_problems}" if args.skip_problems else ""
     md = [f"# End-to-end answer agreement with Full KV ({args.task}, {args.model})", "",
           "Command (from the repository root):", "", f"```\n{command}\n```", "",
           f"Machine: {device}, {env['platform']}, {env['cpu_count']} CPU cores (shared), torch "
           f"{env['torch']}; commit {env['zipage_commit']}. Wall time of the cells: "
           f"{cell_s / 3600:.2f} h.", "",
           f"Problems: {len(problems)} {args.task} problems (shuffle seed {args.seed}{skipped}) "
-          "with the "
-          f"harness's prompt; {sampling}; at most {args.max_tokens} new tokens; block size "
+          f"with the harness's prompt; {sampling}; at most {args.max_tokens} new tokens; block size "
           f"{args.block_size}, observation window {args.window}. Answers: the harness's "
           "extraction (tasks/math_tasks.py: math-verify, boxed answer first, else the last "
           "expression); two answers agree when the extracted strings are equal. "

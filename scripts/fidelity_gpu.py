@@ -105,7 +105,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-wall-s", type=float, default=400.0,
                     help="no cell ends later than this after the start (reports come after)")
     ap.add_argument("--workers", type=int, default=None, help="parallel engine processes")
-    ap.add_argument("--priorities", type=int, nargs="+", default=[1, 2, 3], choices=[1, 2, 3, 4, 5, 6, 7],
+    ap.add_argument("--priorities", type=int, nargs="+", default=[1, 2, 3],
+                    choices=[1, 2, 3, 4, 5, 6, 7],
                     help="1: block 256, 2: block 64, 3: answer agreement, 4: the presets, "
                          "5: MATH-500 agreement over every problem (default vs recent), "
                          "6: agreement of the recency-protected candidates (GSM8K tuning "

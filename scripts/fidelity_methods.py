@@ -8,7 +8,7 @@ so the tables always compare the shipped default; `attn` is attention alone (the
 """
 import argparse
 
-from zipage.compression.config import CompressionConfig
+from zipage.compression.config import NO_RECENCY, CompressionConfig
 from zipage.compression.presets import COMPARISON, non_default, preset
 
 DEFAULT = "default"
@@ -17,7 +17,6 @@ WEIGHT_PREFIX = "rw="  # "rw=0.35": the full score with redundancy weight 0.35
 RECENT_PREFIX = "attn_recent="
 _SCORE_FIELDS = ("use_global_score", "use_pooling", "redundancy", "redundancy_weight",
                  "num_sink_tokens", "recent_ratio")
-_ATTN = dict(num_sink_tokens=0, recent_ratio=0.0)  # attention alone: no sinks, no recent share
 
 
 def _options(config: CompressionConfig) -> dict:
@@ -48,21 +47,21 @@ _METHODS = {
                      f"engine=zipage_full)", lambda sinks: _full()),
     "paper": (lambda: "paper score (redundancy weight 0.8, engine=zipage_paper)",
               lambda sinks: _options(CompressionConfig.paper())),
-    "attn": (lambda: "attention only", lambda sinks: dict(_ATTN)),
+    "attn": (lambda: "attention only", lambda sinks: dict(NO_RECENCY)),
     "attn_global": (lambda: "attention + global score",
-                    lambda sinks: dict(_ATTN, use_global_score=True)),
+                    lambda sinks: dict(NO_RECENCY, use_global_score=True)),
     "attn_sinks": (lambda: "attention only + sink tokens",
-                   lambda sinks: dict(_ATTN, num_sink_tokens=sinks)),
+                   lambda sinks: dict(NO_RECENCY, num_sink_tokens=sinks)),
     "recent": (lambda: "recent window + sinks (StreamingLLM-like)",
-               lambda sinks: dict(score="recent", num_sink_tokens=sinks, recent_ratio=0.0)),
+               lambda sinks: dict(NO_RECENCY, score="recent", num_sink_tokens=sinks)),
     "random": (lambda: "random eviction (window kept)",
-               lambda sinks: dict(_ATTN, score="random")),
+               lambda sinks: dict(NO_RECENCY, score="random")),
     # Ablations, for investigations.
     "full_raw": (lambda: "full score, raw redundancy", lambda sinks: _full(redundancy="raw")),
     "full_sinks": (lambda: "full score + sink tokens",
                    lambda sinks: dict(_full(), num_sink_tokens=sinks)),
     "global_pool": (lambda: "global + pool (no redundancy)",
-                    lambda sinks: dict(_ATTN, use_global_score=True, use_pooling=True)),
+                    lambda sinks: dict(NO_RECENCY, use_global_score=True, use_pooling=True)),
 }
 # The published methods as engine presets (docs/method.md §14), each with its own window.
 _PRESET_LABELS = {"rkv": "R-KV", "gkv": "G-KV", "snapkv": "SnapKV (prompt only)",
@@ -138,5 +137,6 @@ def options(name: str, sinks: int = 4) -> dict:
     if name.startswith(WEIGHT_PREFIX):
         return _full(redundancy_weight=float(name[len(WEIGHT_PREFIX):]))
     if name.startswith(RECENT_PREFIX):
-        return dict(_ATTN, num_sink_tokens=sinks, recent_ratio=float(name[len(RECENT_PREFIX):]))
+        return dict(NO_RECENCY, num_sink_tokens=sinks,
+                    recent_ratio=float(name[len(RECENT_PREFIX):]))
     return dict(_METHODS[name][1](sinks))

@@ -119,8 +119,9 @@ def _cand_nll(p: Profile) -> tuple:
     return tuple(dict.fromkeys(("default", "recent", "random", *p.cand_methods)))
 
 
+# fidelity groups of each priority (3, 5, 6: agreement)
 ROLES = {1: ("solutions", "generated", "tuning"), 2: ("solutions2", "generated2"),
-         4: ("presets", "presets16"), 7: ("cand_solutions", "cand_generated")}  # fidelity groups of each priority (3: agreement)
+         4: ("presets", "presets16"), 7: ("cand_solutions", "cand_generated")}
 
 
 def _cells(results: str, name: str) -> str:

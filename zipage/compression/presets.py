@@ -5,7 +5,7 @@ from dataclasses import fields
 from zipage.compression.config import CompressionConfig
 
 PRESETS = {
-    "zipage": CompressionConfig,  # the default: attention + sinks + recent quarter (docs/fidelity.md)
+    "zipage": CompressionConfig,  # the default: attention + sinks + recent (docs/fidelity.md)
     "zipage_full": CompressionConfig.full_score,
     "zipage_paper": CompressionConfig.paper,
     "rkv": CompressionConfig.rkv,
