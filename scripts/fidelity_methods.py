@@ -79,18 +79,25 @@ ALIASES = {"zipage": DEFAULT, "zipage_paper": "paper", "zipage_raw": "full_raw",
 NAMES = tuple(_METHODS)
 
 
+def _number(name: str, prefix: str) -> float:
+    try:
+        return float(name[len(prefix):])
+    except ValueError:
+        raise ValueError(f"method {name!r}: expected {prefix}<number>") from None
+
+
 def canonical(name: str) -> str:
     """The method's canonical name; ValueError (listing the valid ones) if unknown."""
     name = ALIASES.get(name, name)
     if name.startswith("zipage_rw="):
         name = WEIGHT_PREFIX + name[len("zipage_rw="):]
     if name.startswith(WEIGHT_PREFIX):
-        weight = float(name[len(WEIGHT_PREFIX):])
+        weight = _number(name, WEIGHT_PREFIX)
         if not 0.0 <= weight <= 1.0:
             raise ValueError(f"redundancy weight must be in [0, 1], got {weight}")
         return f"{WEIGHT_PREFIX}{weight:g}"
     if name.startswith(RECENT_PREFIX):
-        ratio = float(name[len(RECENT_PREFIX):])
+        ratio = _number(name, RECENT_PREFIX)
         if not 0.0 < ratio < 1.0:
             raise ValueError(f"recent ratio must be in (0, 1), got {ratio}")
         return f"{RECENT_PREFIX}{ratio:g}"

@@ -78,6 +78,8 @@ def test_method_names():
     assert fm.options("attn_sinks", sinks=4) == dict(num_sink_tokens=4, recent_ratio=0.0)
     with pytest.raises(ValueError, match="recent ratio"):
         fm.canonical("attn_recent=1")
+    with pytest.raises(ValueError, match="expected attn_recent=<number>"):
+        fm.canonical("attn_recent=abc")
 
 
 def test_cli_contract_and_bad_method_is_a_clear_error(capsys):
