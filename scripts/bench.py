@@ -18,6 +18,7 @@ SUBCOMMANDS = {
     "profile": ("scripts.profile_step", "where a decode step's time goes (GPU kernels, host)"),
     "fidelity": ("scripts.fidelity", "teacher-forced NLL / agreement vs Full KV (CPU ok)"),
     "agreement": ("scripts.agreement", "final-answer agreement with Full KV on SmolLM2 (CPU ok)"),
+    "gemm": ("scripts.gemm", "the decode step's GEMMs alone: cuBLAS, cuBLASLt, TunableOp"),
     "kernels": ("scripts.kernels", "Triton kernels vs PyTorch references: speed"),
     "calibrate": ("scripts.calibrate", "step-cost model of the real runner: timed grid, fit"),
     "simulate": ("scripts.simulate", "throughput predicted by the real scheduler on a cost model"),
