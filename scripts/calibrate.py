@@ -55,6 +55,9 @@ def add_arguments(p):
     p.add_argument("--sync-reps", type=int, default=1, help="launch-then-collect repetitions")
     p.add_argument("--reps", type=int, default=3,
                    help="back-to-back repetitions (device time: the first is dropped)")
+    p.add_argument("--sustain-s", type=float, default=0.5,
+                   help="then run each point back to back this long and time the second half: "
+                        "the clock a power-limited GPU holds under that load (0: burst only)")
     p.add_argument("--host-steps", type=int, default=300, help="scheduler steps timed per config")
     bc.add_scoring_arguments(p)
     p.add_argument("--out", help="default results/bench/step_cost_<gpu>_<model>.json")
@@ -134,7 +137,7 @@ def calibrate_config(a, text, model, spec, model_name, base, device, dtype) -> t
                               rows)
     params = SamplingParams(temperature=a.temperature)
     grid = measure_grid(runner, points, block, cfg.num_kept_blocks, params, warmup=a.warmup,
-                        sync_reps=a.sync_reps, reps=a.reps)
+                        sync_reps=a.sync_reps, reps=a.reps, sustain_s=a.sustain_s)
     memory = {"num_blocks": plan.num_blocks, "block_bytes": plan.block_bytes,
               "num_query_slots": plan.num_query_slots, "query_slot_bytes": plan.query_slot_bytes,
               "gpu_memory_utilization": cfg.gpu_memory_utilization}
@@ -171,7 +174,7 @@ def main(a) -> int:
         a.configs = [c.replace("b256", "b16").replace("b32", "b16") for c in a.configs]
         a.configs = list(dict.fromkeys(a.configs))
         a.budget_blocks, a.max_num_seqs, a.max_num_batched_tokens = 2, 8, 64
-        a.max_model_len, a.host_steps = 256, 100
+        a.max_model_len, a.host_steps, a.sustain_s = 256, 100, 0.05
     device = bc.device_for(a)
     dtype = bc.torch_dtype(a.dtype, device)
     model_name, base, tmp = bc.engine_model(a, device)
@@ -179,7 +182,7 @@ def main(a) -> int:
         base["kv_cache_tokens"] = 4096
     env = bc.print_header(device, {k: getattr(a, k) for k in (
         "model", "configs", "budget_blocks", "max_num_seqs", "max_num_batched_tokens",
-        "max_model_len", "temperature", "warmup", "sync_reps", "reps", "scoring")})
+        "max_model_len", "temperature", "warmup", "sync_reps", "reps", "sustain_s", "scoring")})
     started = time.perf_counter()
     path, gguf = resolve(model_name, base.get("load_format", "auto"))
     spec = spec_from_hf_config(load_hf_config(path, gguf))

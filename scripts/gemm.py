@@ -71,7 +71,8 @@ def timed_step(x, layers, head, seconds: float) -> tuple[float, int]:
 
 
 def per_gemm(x, layers, head) -> dict[str, float]:
-    """Mean seconds of each projection over the layers (one pass, events per GEMM)."""
+    """Mean seconds of each projection over the layers (one pass, events per GEMM: each
+    launch is timed alone, so at small M this is launch-bound, an upper bound)."""
     names = list(layers[0]) + ["lm_head"]
     events = {n: [] for n in names}
     for w in layers + [{"lm_head": head}]:
@@ -102,14 +103,14 @@ def main(a) -> int:
     flops["lm_head"] = 2 * head.numel()
     wbytes = {n: n_ * k * 2 for n, (n_, k) in dims.items()}
     wbytes["lm_head"] = head.numel() * 2
+    widths = {n: k for n, (_, k) in dims.items()} | {"lm_head": shape["hidden_size"]}
     results, reference = [], {}
     for backend in a.backends:
         set_backend(backend, f"/tmp/zipage_tunableop_{a.model}.csv")
         for m in a.rows:
-            x = {n: torch.randn(m, k, generator=gen, device=device, dtype=dtype)
-                 for n, (_, k) in dims.items()}
-            x["lm_head"] = torch.randn(m, shape["hidden_size"], generator=gen, device=device,
-                                       dtype=dtype)
+            inputs = torch.Generator(device).manual_seed(a.seed + m)  # same x per backend
+            x = {n: torch.randn(m, k, generator=inputs, device=device, dtype=dtype)
+                 for n, k in widths.items()}
             outs = {n: F.linear(x[n], layers[0][n]) for n in dims}  # tunes here if tunableop
             step(x, layers, head)
             if backend == "tunableop":

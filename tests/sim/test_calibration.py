@@ -111,3 +111,33 @@ def test_pool_arithmetic_is_the_engines():
         plan_pool(spec, cfg, torch.bfloat16, 33000, DeviceMemory(20 * gib, 20 * gib, "test"))
     explicit = EngineConfig.from_kwargs("qwen3-8b", load_format="dummy", kv_cache_tokens=1000)
     assert plan_pool(spec, explicit, torch.bfloat16, 33000, None).num_blocks == 4  # ceil(1000/256)
+
+
+class _ThrottlingRunner:
+    """Device time 10 ms for the first launches, then 13 ms (a clock that drops under load);
+    launch/collect bookkeeping checked: never more than ``limit`` steps in flight."""
+
+    def __init__(self, limit):
+        self.time_steps, self.launched, self.collected, self.limit = False, 0, 0, limit
+
+    def launch(self, step, previous):
+        self.launched += 1
+        assert self.launched - self.collected <= self.limit
+        return self.launched
+
+    def collect(self, handle):
+        self.collected += 1
+        return type("Result", (), {"device_time_s": 0.010 if handle <= 6 else 0.013})()
+
+
+def test_sustained_point_times_the_clock_it_settles_at():
+    from zipage.sim.calibration import device_seconds, time_point
+    burst = time_point(_ThrottlingRunner(3), None, warmup=1, sync_reps=1, reps=3)
+    assert device_seconds(burst) == 0.010 and "sustained_device_s" not in burst
+    runner = _ThrottlingRunner(3)
+    sample = time_point(runner, None, warmup=1, sync_reps=1, reps=3, sustain_s=0.02,
+                        in_flight=3)
+    assert len(sample["device_s"]) == 3 and runner.launched == runner.collected
+    assert len(sample["sustained_device_s"]) >= 4
+    assert device_seconds(sample) == 0.013  # the second half, after the drop
+    assert not runner.time_steps

@@ -11,6 +11,12 @@ The first back-to-back launch finds the device idle (a collect came just before)
 launch of a synchronous engine does: its CUDA events start when the host starts launching,
 so its time minus the busy-device time is the device's idle start (the ``start`` phase:
 the host builds and copies the step's inputs before the first kernel can run).
+
+With ``sustain_s`` > 0 the point then runs back to back for that long and its device time
+is the median of the second half of those steps: a GPU at its power limit lowers its clock
+within a fraction of a second of a compute-bound load (the H200 at 700 W: 1,980 MHz in a
+short burst, about 1,500 MHz in decode at 256 rows), so a few repetitions time the burst
+clock, not the one a long run sees (docs/throughput_model.md, "Power limit").
 """
 import statistics
 import time
@@ -21,8 +27,10 @@ from zipage.sim.features import StepFeatures, step_features
 from zipage.sim.synthetic import GridPoint, synthetic_step
 
 
-def time_point(runner, step, warmup: int = 1, sync_reps: int = 2, reps: int = 4) -> dict:
+def time_point(runner, step, warmup: int = 1, sync_reps: int = 2, reps: int = 4,
+               sustain_s: float = 0.0, in_flight: int = 3) -> dict:
     runner.time_steps = True
+    sustained = []
     try:
         for _ in range(warmup):
             runner.collect(runner.launch(step, None))
@@ -34,12 +42,34 @@ def time_point(runner, step, warmup: int = 1, sync_reps: int = 2, reps: int = 4)
             runner.collect(handle)
         handles = [runner.launch(step, None) for _ in range(reps)]
         device = [runner.collect(h).device_time_s for h in handles]
+        if sustain_s > 0:
+            sustained = _sustain(runner, step, sustain_s, in_flight)
     finally:
         runner.time_steps = False
-    return {"device_s": device, "launch_s": launch}
+    out = {"device_s": device, "launch_s": launch}
+    if sustained:
+        out["sustained_device_s"] = sustained
+    return out
+
+
+def _sustain(runner, step, seconds: float, in_flight: int) -> list[float]:
+    """Device times of the step launched back to back for ``seconds`` (wall), at most
+    ``in_flight`` launched and not collected, so the device never idles."""
+    queue, times, t0 = [], [], time.perf_counter()
+    while time.perf_counter() - t0 < seconds or len(times) + len(queue) < 4:
+        queue.append(runner.launch(step, None))
+        if len(queue) >= in_flight:
+            times.append(runner.collect(queue.pop(0)).device_time_s)
+    times.extend(runner.collect(h).device_time_s for h in queue)
+    return times
 
 
 def device_seconds(sample: dict) -> float:
+    """The point's busy-device step time: the second half of its sustained run if it has
+    one, else its back-to-back repetitions after the first."""
+    if sample.get("sustained_device_s"):
+        d = sample["sustained_device_s"]
+        return statistics.median(d[len(d) // 2:])
     d = sample["device_s"]
     return statistics.median(d[1:] if len(d) > 1 else d)
 
