@@ -31,12 +31,13 @@ from zipage.models.loader import build_model, load_hf_config, resolve
 from zipage.models.spec import spec_from_hf_config
 from zipage.sampling_params import SamplingParams
 from zipage.sim.calibration_file import CALIBRATION_FORMAT
-from zipage.sim.calibration import fit_cost_model, host_phase_samples, measure_grid
+from zipage.sim.calibration import INPUTS, fit_cost_model, host_phase_samples, measure_grid
 from zipage.sim.cost_model import fixed_cost_model
 from zipage.sim.simulate import make_requests, simulate
 from zipage.sim.synthetic import calibration_grid
 from zipage.worker.model_runner import ModelRunner
 
+PROBE_FORMAT = "zipage-step-probe/1"  # --only: raw timings of some points, not a cost model
 DEFAULT_CONFIGS = ["fullkv/b256", "zipage/b256", "zipage/b32", "fullkv/b32"]
 
 
@@ -58,6 +59,14 @@ def add_arguments(p):
     p.add_argument("--sustain-s", type=float, default=0.5,
                    help="then run each point back to back this long and time the second half: "
                         "the clock a power-limited GPU holds under that load (0: burst only)")
+    p.add_argument("--inputs", choices=INPUTS, default="random",
+                   help="random: each row its own token ids, a pool of random values (a real "
+                        "batch's power draw); constant: token 1 and a pool of zeros (the "
+                        "calibrations before 2026-12-04)")
+    p.add_argument("--only", nargs="+", metavar="NAME",
+                   help="time only the grid points whose name contains one of these (e.g. "
+                        "'decode 256x128'): a probe, not a calibration (no fit is written "
+                        "unless every device point has a row knot)")
     p.add_argument("--host-steps", type=int, default=300, help="scheduler steps timed per config")
     bc.add_scoring_arguments(p)
     p.add_argument("--out", help="default results/bench/step_cost_<gpu>_<model>.json")
@@ -135,9 +144,17 @@ def calibrate_config(a, text, model, spec, model_name, base, device, dtype) -> t
     points = calibration_grid(engine == "zipage", block, cfg.num_kept_blocks, pool,
                               a.max_num_seqs, a.max_num_batched_tokens, a.max_model_len - block,
                               rows)
+    if a.only:
+        names = [p.name for p in points]
+        points = [p for p in points if any(o in p.name for o in a.only)]
+        if not points:
+            release(runner, device)
+            raise SystemExit(f"--only {' '.join(a.only)}: no {text} grid point matches; "
+                             f"its points are: {'; '.join(names)}")
     params = SamplingParams(temperature=a.temperature)
     grid = measure_grid(runner, points, block, cfg.num_kept_blocks, params, warmup=a.warmup,
-                        sync_reps=a.sync_reps, reps=a.reps, sustain_s=a.sustain_s)
+                        sync_reps=a.sync_reps, reps=a.reps, sustain_s=a.sustain_s,
+                        inputs=a.inputs, seed=a.seed)
     memory = {"num_blocks": plan.num_blocks, "block_bytes": plan.block_bytes,
               "num_query_slots": plan.num_query_slots, "query_slot_bytes": plan.query_slot_bytes,
               "gpu_memory_utilization": cfg.gpu_memory_utilization}
@@ -147,6 +164,8 @@ def calibrate_config(a, text, model, spec, model_name, base, device, dtype) -> t
             total * cfg.gpu_memory_utilization - plan.num_query_slots * plan.query_slot_bytes
             - (plan.num_blocks + 0.5) * plan.block_bytes))
     release(runner, device)
+    if a.only:  # a probe: raw timings, no fit
+        return None, {"grid": grid, "memory": memory}
     host = []
     for n, prompt_len in host_workloads(a, engine, pool):
         sim_opts = dict(opts, kv_cache_tokens=pool, max_num_seqs=n)
@@ -155,7 +174,8 @@ def calibrate_config(a, text, model, spec, model_name, base, device, dtype) -> t
             model_name, sim_opts, requests, fixed_cost_model(), spec=spec, **kw),
             a.host_steps // 3)
     meta = {"engine": engine, "block_size": block, "budget": cfg.budget, "model": a.model,
-            "sampling": {"temperature": a.temperature}, "scoring": a.scoring}
+            "sampling": {"temperature": a.temperature}, "scoring": a.scoring,
+            "inputs": a.inputs}
     cost = fit_cost_model(grid, host, meta)
     fit = cost.meta["fit"]
     print(f"   fit: device rms {fit['device']['rms_rel_error']:.1%} max "
@@ -182,20 +202,24 @@ def main(a) -> int:
         base["kv_cache_tokens"] = 4096
     env = bc.print_header(device, {k: getattr(a, k) for k in (
         "model", "configs", "budget_blocks", "max_num_seqs", "max_num_batched_tokens",
-        "max_model_len", "temperature", "warmup", "sync_reps", "reps", "sustain_s", "scoring")})
+        "max_model_len", "temperature", "warmup", "sync_reps", "reps", "sustain_s", "scoring",
+        "inputs", "only")})
     started = time.perf_counter()
     path, gguf = resolve(model_name, base.get("load_format", "auto"))
     spec = spec_from_hf_config(load_hf_config(path, gguf))
     model = build_model(spec, path, gguf, base.get("load_format", "auto"), dtype, device, a.seed)
     gpu = env.get("gpu") or "cpu"
     name = "tiny-qwen3" if a.cpu_smoke else os.path.basename(a.model.rstrip("/"))
-    out = a.out or f"results/bench/step_cost_{slug(gpu)}_{slug(name)}.json"
-    data = {"format": CALIBRATION_FORMAT, "model": name, "gpu": gpu,
+    kind = "step_probe" if a.only else "step_cost"
+    out = a.out or f"results/bench/{kind}_{slug(gpu)}_{slug(name)}.json"
+    data = {"format": PROBE_FORMAT if a.only else CALIBRATION_FORMAT, "model": name, "gpu": gpu,
             "copy_bandwidth_GBps": None, "model_shape": dataclasses.asdict(spec),
             "environment": env, "seconds": None, "complete": False, "models": {}, "raw": {}}
     for text in a.configs:
-        data["models"][text], data["raw"][text] = calibrate_config(
-            a, text, model, spec, model_name, base, device, dtype)
+        cost, data["raw"][text] = calibrate_config(a, text, model, spec, model_name, base,
+                                                   device, dtype)
+        if cost is not None:
+            data["models"][text] = cost
         data["seconds"] = time.perf_counter() - started
         bc.write_json(out, data)  # each finished config is on disk before the next starts
     copy_bw = copy_bandwidth(device) if device.type == "cuda" else None

@@ -141,3 +141,23 @@ def test_sustained_point_times_the_clock_it_settles_at():
     assert len(sample["sustained_device_s"]) >= 4
     assert device_seconds(sample) == 0.013  # the second half, after the drop
     assert not runner.time_steps
+
+
+def test_random_inputs_give_each_row_its_own_tokens_and_fill_the_caches(zipage_llm):
+    from zipage.sim.calibration import random_token_ids, randomize_caches
+    step = synthetic_step(GridPoint(8, 40, prefill_rows=1, prefill_tokens=30), 16, 200, None, 0,
+                          PARAMS, random_token_ids(1000, seed=3))
+    decode = [r.token_ids for r in step.requests.values() if r.num_tokens == 1]
+    assert len({t[0] for t in decode}) > 4 and all(0 <= t[0] < 1000 for t in decode)
+    assert len(set(step.requests[8].token_ids)) > 10  # the prefill chunk too
+    constant = synthetic_step(GridPoint(8, 40), 16, 200, None, 0, PARAMS)
+    assert {r.token_ids[0] for r in constant.requests.values()} == {1}
+    runner = zipage_llm.runner
+    randomize_caches(runner, seed=1)
+    for cache in (runner.kv_cache, runner.query_cache):
+        assert cache.float().std().item() == pytest.approx(1.0, abs=0.05)
+
+
+def test_measure_grid_names_the_inputs_it_accepts(zipage_llm):
+    with pytest.raises(ValueError, match="random, constant"):
+        measure_grid(zipage_llm.runner, [GridPoint(1, 32)], 16, 2, PARAMS, inputs="zeros")

@@ -17,9 +17,17 @@ is the median of the second half of those steps: a GPU at its power limit lowers
 within a fraction of a second of a compute-bound load (the H200 at 700 W: 1,980 MHz in a
 short burst, about 1,500 MHz in decode at 256 rows), so a few repetitions time the burst
 clock, not the one a long run sees (docs/throughput_model.md, "Power limit").
+
+With ``inputs="random"`` (what ``bench calibrate`` uses) every row gets its own token ids
+and the KV pool, window queries and scores hold random values, as in a real batch: with one
+token id everywhere and a pool of zeros every row of every GEMM is the same, which draws less
+power, so a power-limited GPU keeps a higher clock than it does in the engine.
 """
+import random
 import statistics
 import time
+
+import torch
 
 from zipage.sampling_params import SamplingParams
 from zipage.sim.cost_model import HOST_PHASES, CostModel, LinearModel, fit_error, fit_linear
@@ -96,12 +104,45 @@ def fit_start(grid: list[dict]) -> tuple[LinearModel, dict] | None:
     return fit_linear([f for f, _ in usable], [t for _, t in usable])
 
 
+INPUTS = ("random", "constant")
+
+
+@torch.inference_mode()
+def randomize_caches(runner, seed: int = 0) -> None:
+    """Standard-normal KV pool, window queries and scores (one layer at a time: a bfloat16
+    buffer as large as the pool would not fit beside it)."""
+    gen = torch.Generator(device=runner.device).manual_seed(seed)
+    for cache in (runner.kv_cache, runner.query_cache, runner.score_cache):
+        if cache is None:
+            continue
+        for part in cache.flatten(0, 1) if cache is runner.kv_cache else cache:
+            if part.dtype in (torch.float16, torch.bfloat16, torch.float32):
+                part.normal_(generator=gen)
+            else:  # fp8: drawn in bfloat16, cast on copy
+                part.copy_(torch.randn(part.shape, generator=gen, device=part.device,
+                                       dtype=torch.bfloat16))
+    if runner.kv_scale is not None:
+        runner.kv_scale.fill_(1.0)
+
+
+def random_token_ids(vocab_size: int, seed: int = 0):
+    rng = random.Random(seed)
+    return lambda n: [rng.randrange(vocab_size) for _ in range(n)]
+
+
 def measure_grid(runner, points: list[GridPoint], block_size: int, num_kept_blocks: int | None,
-                 params: SamplingParams, log=print, **reps) -> list[dict]:
+                 params: SamplingParams, log=print, inputs: str = "random", seed: int = 0,
+                 **reps) -> list[dict]:
+    if inputs not in INPUTS:
+        raise ValueError(f"inputs={inputs!r}: expected one of {', '.join(INPUTS)}")
+    token_ids = None
+    if inputs == "random":
+        randomize_caches(runner, seed)
+        token_ids = random_token_ids(runner.spec.vocab_size, seed)
     samples = []
     for i, p in enumerate(points):
         step = synthetic_step(p, block_size, runner.num_kv_blocks, num_kept_blocks,
-                              runner.num_query_slots, params)
+                              runner.num_query_slots, params, token_ids)
         t = time_point(runner, step, **reps)
         samples.append({"name": p.name, "point": p.as_dict(),
                         "features": step_features(step).as_dict(), **t})

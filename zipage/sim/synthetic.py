@@ -1,8 +1,14 @@
 """Synthetic steps for calibration: SchedulerOutputs with chosen rows, contexts, prefill
-chunks and compressions, over distinct KV blocks of the pool (the values in the blocks do
-not change the time). ``calibration_grid`` lists the points ``bench calibrate`` times.
+chunks and compressions, over distinct KV blocks of the pool. ``calibration_grid`` lists the
+points ``bench calibrate`` times.
+
+The values do change the time on a power-limited GPU: one token id in every row (and a pool
+of zeros) makes every row of every GEMM the same, which draws less power than a real batch,
+so the clock stays higher and the step is faster than the engine's (docs/throughput_model.md,
+"Power limit"). ``token_ids`` gives each row its own tokens.
 """
 from dataclasses import asdict, dataclass
+from typing import Callable
 
 from zipage.engine.messages import CompressionTask, ScheduledRequest, SchedulerOutput
 from zipage.sampling_params import SamplingParams
@@ -33,10 +39,13 @@ class GridPoint:
 
 
 def synthetic_step(p: GridPoint, block_size: int, num_blocks: int, num_kept_blocks: int | None,
-                   num_query_slots: int, params: SamplingParams) -> SchedulerOutput:
+                   num_query_slots: int, params: SamplingParams,
+                   token_ids: Callable[[int], list[int]] | None = None) -> SchedulerOutput:
     """Decode rows first (the batch order the scheduler produces), then prefill chunks;
-    every row samples. Blocks are handed out in turn over the pool."""
+    every row samples. Blocks are handed out in turn over the pool. ``token_ids(n)`` gives
+    a row's n input tokens (default: token 1 everywhere)."""
     b, out, cursor = block_size, SchedulerOutput(), [0]
+    tokens = token_ids or (lambda n: [1] * n)
 
     def blocks(n_tokens: int) -> list[int]:
         n = -(-n_tokens // b)
@@ -58,11 +67,11 @@ def synthetic_step(p: GridPoint, block_size: int, num_blocks: int, num_kept_bloc
                                                   p.compression_len, True)
             ctx, start = num_kept_blocks * b + 1, p.compression_len
         table = table or blocks(ctx)
-        out.requests[i] = ScheduledRequest(i, start, ctx - 1, 1, [1], False, table, slot(i),
-                                           params, i, 0)
+        out.requests[i] = ScheduledRequest(i, start, ctx - 1, 1, tokens(1), False, table,
+                                           slot(i), params, i, 0)
     for j in range(p.prefill_rows):
         sid, n, prefix = p.decode_rows + j, p.prefill_tokens, p.prefill_prefix
-        out.requests[sid] = ScheduledRequest(sid, prefix, prefix, n, [1] * n, False,
+        out.requests[sid] = ScheduledRequest(sid, prefix, prefix, n, tokens(n), False,
                                              blocks(prefix + n), slot(sid), params, sid, 0)
     return out
 
