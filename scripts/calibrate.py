@@ -200,10 +200,11 @@ def main(a) -> int:
     model_name, base, tmp = bc.engine_model(a, device)
     if device.type == "cpu":
         base["kv_cache_tokens"] = 4096
-    env = bc.print_header(device, {k: getattr(a, k) for k in (
+    workload = {k: getattr(a, k) for k in (
         "model", "configs", "budget_blocks", "max_num_seqs", "max_num_batched_tokens",
         "max_model_len", "temperature", "warmup", "sync_reps", "reps", "sustain_s", "scoring",
-        "inputs", "only")})
+        "inputs", "only")}
+    env = bc.print_header(device, workload)
     started = time.perf_counter()
     path, gguf = resolve(model_name, base.get("load_format", "auto"))
     spec = spec_from_hf_config(load_hf_config(path, gguf))
@@ -214,7 +215,7 @@ def main(a) -> int:
     out = a.out or f"results/bench/{kind}_{slug(gpu)}_{slug(name)}.json"
     data = {"format": PROBE_FORMAT if a.only else CALIBRATION_FORMAT, "model": name, "gpu": gpu,
             "copy_bandwidth_GBps": None, "model_shape": dataclasses.asdict(spec),
-            "environment": env, "seconds": None, "complete": False, "models": {}, "raw": {}}
+            "environment": env, "workload": workload, "seconds": None, "complete": False, "models": {}, "raw": {}}
     for text in a.configs:
         cost, data["raw"][text] = calibrate_config(a, text, model, spec, model_name, base,
                                                    device, dtype)

@@ -107,3 +107,20 @@ def test_a_crash_in_a_later_config_keeps_the_finished_ones(tmp_path, monkeypatch
                     "--sync-reps", "1", "--reps", "2", "--host-steps", "20"])
     data = json.loads(out.read_text())
     assert list(data["models"]) == calls[:1] and data["complete"] is False
+
+
+def test_a_probe_times_only_the_named_points_and_is_not_a_cost_model(tmp_path):
+    from zipage.sim.calibration_file import Calibration
+    out = tmp_path / "probe.json"
+    assert bench.main(["calibrate", "--cpu-smoke", "--configs", "fullkv/b16", "--only",
+                       "decode 8x128", "--out", str(out), "--warmup", "0", "--sync-reps", "1",
+                       "--reps", "2"]) == 0
+    data = json.loads(out.read_text())
+    assert [g["name"] for g in data["raw"]["fullkv/b16"]["grid"]] == ["decode 8x128"]
+    assert data["models"] == {} and data["workload"]["inputs"] == "random"
+    with pytest.raises(ValueError, match="not a calibration file"):
+        Calibration(str(out))
+    with pytest.raises(SystemExit, match="no fullkv/b16 grid point matches; its points are: "
+                                         "decode 1x128"):
+        bench.main(["calibrate", "--cpu-smoke", "--configs", "fullkv/b16", "--only", "decode 9x",
+                    "--out", str(tmp_path / "none.json")])
