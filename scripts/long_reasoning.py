@@ -6,7 +6,8 @@
     python -m scripts.bench long ... --json R.json --trace T.json.gz   # report + step trace
 
 Workload: N random-token prompts (seeded), every request generates exactly `output_len`
-tokens (ignore_eos), sampled at the given temperature; random weights with the model's
+tokens (ignore_eos), or its own length drawn from a capped lognormal (`--mean-output-len`),
+sampled at the given temperature; random weights with the model's
 shapes. The same engine code runs twice, Full KV (budget None) then Zipage (budget B, scored
 with --scoring: by default CompressionConfig(), what engine=zipage runs), same
 prompts, same pool size; each engine gets an untimed warm-up (Zipage's compresses, so Triton
@@ -21,12 +22,14 @@ the step's rows per step) for `bench calibrate --from-trace` and `bench simulate
 """
 import dataclasses
 import time
+from collections import Counter
 
 from scripts import bench_common as bc
 from scripts.roofline import copy_bandwidth, mean_decode_context
 from zipage import LLM, SamplingParams
 from zipage.compression.presets import COMPARISON, preset
 from zipage.sim import report as rp
+from zipage.sim.paper import length_distribution
 from zipage.sim.shapes import itemsize, kv_bytes_per_token, parameter_counts
 from zipage.sim.trace import COLUMNS, StepTracer, write_traces
 
@@ -36,7 +39,13 @@ def add_arguments(p):
     bc.add_common_arguments(p)
     p.add_argument("--num-requests", type=int, default=128)
     p.add_argument("--prompt-len", type=int, default=128)
-    p.add_argument("--output-len", type=int, default=8192)
+    p.add_argument("--output-len", type=int, default=8192,
+                   help="tokens every request generates; with --mean-output-len, the cap")
+    p.add_argument("--mean-output-len", type=float, default=None,
+                   help="draw each request's length from a lognormal with this mean, capped at "
+                        "--output-len (zipage/sim/lengths.py; seeded by --seed): staggered "
+                        "finishes, as in a sampled run")
+    p.add_argument("--sigma", type=float, default=0.6, help="lognormal sigma of the lengths")
     p.add_argument("--budget", type=int, default=2048)
     p.add_argument("--block-size", type=int, default=256)
     bc.add_scoring_arguments(p)
@@ -75,8 +84,8 @@ def run_engine(a, model: str, name: str, base: dict, prompts, warm_prompts, devi
     load_s = time.perf_counter() - t0
     warm = SamplingParams(temperature=a.temperature, max_tokens=4, ignore_eos=True)
     llm.generate(warm_prompts, warm, use_tqdm=False)
-    params = SamplingParams(temperature=a.temperature, seed=a.seed, max_tokens=a.output_len,
-                            ignore_eos=True)
+    params = [SamplingParams(temperature=a.temperature, seed=a.seed, max_tokens=n,
+                             ignore_eos=True) for n in a.lengths]
     tracer = StepTracer.attach(llm) if a.trace else None
     bc.sync(device)
     t0 = time.perf_counter()
@@ -93,8 +102,8 @@ def run_engine(a, model: str, name: str, base: dict, prompts, warm_prompts, devi
                   num_output_tokens=n_out, output_tokens_per_s=n_out / wall,
                   max_concurrency=llm.max_concurrency, num_kv_blocks=llm.num_kv_blocks,
                   peak_kv_tokens_per_request=peak_kv, stats=stats,
-                  incomplete=sum(1 for o in outs if not o.outputs or
-                                 len(o.outputs[0].token_ids) != a.output_len),
+                  incomplete=sum(1 for o, n in zip(outs, a.lengths) if not o.outputs or
+                                 len(o.outputs[0].token_ids) != n),
                   model_shape=dataclasses.asdict(llm.spec),
                   bytes_read=bytes_read(a, llm, stats, tracer), roofline_basis=(
                       "trace" if tracer else "analytic: no preemption recompute counted"))
@@ -119,9 +128,25 @@ def bytes_read(a, llm, stats: dict, tracer: StepTracer | None) -> float:
     else:
         capped = llm.config.budget is not None and not llm.config.compression.compress_prompt_only
         budget = a.budget if capped else None
-        kv = a.num_requests * (a.output_len - 1) * mean_decode_context(
-            a.prompt_len, a.output_len, budget, a.block_size)
+        kv = sum(count * (n - 1) * mean_decode_context(a.prompt_len, n, budget, a.block_size)
+                 for n, count in Counter(a.lengths).items())
     return stats["num_steps"] * weights + kv * kv_bytes_per_token(spec, dtype, a.kv_cache_dtype)
+
+
+def draw_lengths(a) -> list[int]:
+    if a.mean_output_len is None:
+        return [a.output_len] * a.num_requests
+    return length_distribution(a.mean_output_len, a.output_len, a.sigma).draw(a.num_requests,
+                                                                              a.seed)
+
+
+def output_len(a):
+    """The report's output_len: the fixed length, or the distribution with every drawn length
+    (in request order: what `simulate --validate` replays)."""
+    if a.mean_output_len is None:
+        return a.output_len
+    dist = length_distribution(a.mean_output_len, a.output_len, a.sigma).describe()
+    return dict(dist, lengths=a.lengths, drawn_mean=sum(a.lengths) / len(a.lengths))
 
 
 def report(a, env: dict, workload: dict, results: list[dict], copy_bw: float | None) -> dict:
@@ -139,7 +164,7 @@ def report(a, env: dict, workload: dict, results: list[dict], copy_bw: float | N
             peak_running=s["peak_running"])
     return rp.build_report(
         "measured", model="tiny-qwen3 (cpu-smoke)" if a.cpu_smoke else a.model,
-        model_shape=results[0]["model_shape"], gpu=env.get("gpu"), output_len=a.output_len,
+        model_shape=results[0]["model_shape"], gpu=env.get("gpu"), output_len=output_len(a),
         num_requests=a.num_requests, prompt_len=a.prompt_len, budget=a.budget,
         block_size=a.block_size, async_scheduling=a.async_scheduling, engines=engines,
         temperature=a.temperature, seed=a.seed, presets=presets,
@@ -153,10 +178,15 @@ def main(a) -> int:
         a.budget, a.block_size, a.kv_cache_tokens = 32, 16, 512
     device = bc.device_for(a)
     model, base, tmp = bc.engine_model(a, device)
+    a.lengths = draw_lengths(a)
     workload = {k: getattr(a, k) for k in (
-        "model", "num_requests", "prompt_len", "output_len", "budget", "block_size", "scoring",
-        "temperature", "seed", "kv_cache_tokens", "async_scheduling", "dtype", "kv_cache_dtype")}
+        "model", "num_requests", "prompt_len", "output_len", "mean_output_len", "sigma",
+        "budget", "block_size", "scoring", "temperature", "seed", "kv_cache_tokens",
+        "async_scheduling", "dtype", "kv_cache_dtype")}
     env = bc.print_header(device, workload)
+    if a.mean_output_len is not None:
+        print(f"  drawn lengths: mean {sum(a.lengths) / len(a.lengths):.0f}, min "
+              f"{min(a.lengths)}, max {max(a.lengths)}, {a.lengths.count(a.output_len)} at the cap")
     vocab = bc.prompt_vocab(model)
     prompts = bc.random_prompts(a.num_requests, a.prompt_len, vocab, a.seed)
     # warm-up prompts longer than the cap: Zipage compresses them right after prefill

@@ -25,7 +25,7 @@ from zipage.sim.paper import PAPER, SWEEP_BUDGETS, SWEEP_MEANS, length_distribut
 from zipage.sim.shapes import estimated_memory, model_spec
 from zipage.sim.simulate import make_requests, replay_requests
 from zipage.sim.validate import load_report, mark_samples, markdown_table, predict_report, \
-    trace_breakdown
+    trace_breakdown, describe_lengths
 
 ENGINE_KEYS = {"full": "fullkv", "zipage": "zipage"}
 
@@ -178,7 +178,7 @@ def validate(a, cal) -> int:
         predicted = predict_report(measured, cal.cost, cal.copy_bandwidth_Bps)
         rows = mark_samples(rp.compare(measured, predicted), measured, cal.cost)
         print(f"\n== {path}: {measured['num_requests']} x ({measured['prompt_len']} -> "
-              f"{measured['output_len']}), budget {measured['budget']} / block "
+              f"{describe_lengths(measured['output_len'])}), budget {measured['budget']} / block "
               f"{measured['block_size']}, pool {measured['pool_tokens']}, "
               f"{'async' if measured['async_scheduling'] else 'sync'}; "
               + ", ".join(f"{r['engine']} {r['sample']}" for r in rows) + "\n"

@@ -124,3 +124,24 @@ def test_a_probe_times_only_the_named_points_and_is_not_a_cost_model(tmp_path):
                                          "decode 1x128"):
         bench.main(["calibrate", "--cpu-smoke", "--configs", "fullkv/b16", "--only", "decode 9x",
                     "--out", str(tmp_path / "none.json")])
+
+
+def test_staggered_lengths_are_measured_and_replayed_exactly(measured, tmp_path):
+    """A run whose requests end at drawn lengths (finishing at different steps, so most
+    Zipage steps compress some request): the simulation replays the same lengths."""
+    _, _, _, cal = measured
+    report, out = tmp_path / "staggered.json", tmp_path / "v.json"
+    assert bench.main(["long", "--cpu-smoke", "--mean-output-len", "50", "--seed", "3",
+                       "--json", str(report)]) == 0
+    length = json.loads(report.read_text())["output_len"]
+    assert length["kind"] == "capped_lognormal" and length["cap"] == 96
+    assert len(length["lengths"]) == 4 and len(set(length["lengths"])) > 1
+    tokens = sum(length["lengths"])
+    assert bench.main(["simulate", "--validate", str(report), "--cost", str(cal),
+                       "--json", str(out)]) in (0, 1)
+    rows = {r["engine"]: r for r in json.loads(out.read_text())["validation"][0]["rows"]}
+    for name in ("fullkv", "zipage"):
+        for k in ("steps", "preemptions", "compressions"):
+            assert rows[name][f"{k}_measured"] == rows[name][f"{k}_predicted"], (name, k)
+    predicted = json.loads(out.read_text())["validation"][0]["predicted"]
+    assert predicted["zipage"]["output_tokens"] == tokens

@@ -44,6 +44,23 @@ def report_spec(report: dict) -> ModelSpec | None:
     return ModelSpec(**shape) if shape else None
 
 
+def measured_lengths(measured: dict) -> list[int]:
+    """Each request's output length, in request order: fixed, or as drawn for the run."""
+    n, length = measured["num_requests"], measured["output_len"]
+    if isinstance(length, int):
+        return [length] * n
+    if len(length.get("lengths") or []) != n:
+        raise ValueError(f"the report's output_len ({length.get('kind')}) does not list the "
+                         f"{n} drawn lengths; only runs that record them can be predicted")
+    return list(length["lengths"])
+
+
+def describe_lengths(length) -> str:
+    if isinstance(length, int):
+        return str(length)
+    return f"{length['kind']} mean {length.get('drawn_mean', length.get('mean')):.0f} cap {length.get('cap')}"
+
+
 def predict_report(measured: dict, cost_for, copy_bandwidth_Bps: float | None = None) -> dict:
     """The simulated twin of a measured report; ``cost_for(engine, block_size)`` gives the
     cost model of each engine."""
@@ -55,8 +72,7 @@ def predict_report(measured: dict, cost_for, copy_bandwidth_Bps: float | None = 
         options = dict(m["options"], kv_cache_tokens=m["pool_tokens"])
         # Runs recorded before the option existed were synchronous (the default then).
         options.setdefault("async_scheduling", measured.get("async_scheduling", False))
-        requests = make_requests([measured["output_len"]] * measured["num_requests"],
-                                 measured["prompt_len"])
+        requests = make_requests(measured_lengths(measured), measured["prompt_len"])
         engines[name] = simulate(measured["model"], options, requests,
                                  cost_for(name, measured["block_size"]),
                                  seed=measured.get("seed", 0),
