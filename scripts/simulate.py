@@ -65,6 +65,9 @@ def add_arguments(p):
     p.add_argument("--sweep-means", type=float, nargs="+", default=list(SWEEP_MEANS))
     p.add_argument("--sweep-budgets", type=int, nargs="+", default=list(SWEEP_BUDGETS))
     p.add_argument("--measured", nargs="*", default=[], metavar="REPORT", help="plot these")
+    p.add_argument("--replot", metavar="SWEEP_JSON",
+                   help="redraw --plot from the curves of an earlier --paper run (its --json) "
+                        "with the --measured points (predicted with --cost); no new sweep")
     p.add_argument("--plot", default="results/bench/speedup_vs_length.png")
     p.add_argument("--jobs", type=int, default=1, help="simulations run in parallel processes")
 
@@ -202,7 +205,7 @@ def main(a) -> int:
     cal = calibration(a)
     if a.validate:
         return validate(a, cal)
-    if a.paper:
-        from scripts.simulate_paper import paper
-        return paper(a, cal)
+    if a.paper or a.replot:
+        from scripts.simulate_paper import paper, replot
+        return replot(a, cal) if a.replot else paper(a, cal)
     return run_workload(a, cal)

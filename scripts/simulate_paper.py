@@ -53,15 +53,46 @@ def paper(a, cal) -> int:
               for b in a.sweep_budgets}
     points = [measured_point(path, cal) for path in a.measured]
     points = [p for p in points if p is not None]
-    gpu = cal.gpu if cal else "FIXED COST MODEL (not measured)"
-    title = (f"{a.model}, {gpu}: {len(requests(paper_mean))} requests, capped lognormal "
-             f"(sigma {a.sigma}), cap {a.max_output_len}\n"
-             f"star: measured run (its own workload); x: the simulator's prediction of it")
-    plot_speedup(curves, points, a.plot, title)
+    plot_speedup(curves, points, a.plot, plot_title(a.model, cal, len(requests(paper_mean)),
+                                                    a.sigma, a.max_output_len))
     print(f"== plot written to {a.plot}")
     bc.write_json(a.json or "results/bench/paper_prediction.json",
                   dict(reports=reports, measured_points=points, curves=curves))
     return 0
+
+
+def plot_title(model: str, cal, num_requests: int, sigma: float, cap: int) -> str:
+    gpu = cal.gpu if cal else "FIXED COST MODEL (not measured)"
+    return (f"{model}, {gpu}: {num_requests} requests, capped lognormal (sigma {sigma}), cap "
+            f"{cap}\nstar: measured run (its own workload); x: the simulator's prediction of it")
+
+
+def replot(a, cal) -> int:
+    """The plot of an earlier --paper run's curves with these measured points; the run's JSON
+    gets the points too, so file and plot agree."""
+    data = load_json(a.replot)
+    if "curves" not in data or "paper" not in data.get("reports", {}):
+        raise SystemExit(f"--replot {a.replot}: not the --json of a `simulate --paper` run "
+                         f"(no curves / paper report)")
+    curves = {int(b): [tuple(p) for p in pts] for b, pts in data["curves"].items()}
+    points = [p for p in (measured_point(path, cal) for path in a.measured) if p is not None]
+    paper_report = data["reports"]["paper"]
+    dist = paper_report["output_len"]
+    plot_speedup(curves, points, a.plot, plot_title(
+        paper_report["model"], cal, paper_report["num_requests"], dist.get("sigma"),
+        dist.get("cap")))
+    print(f"== plot written to {a.plot}")
+    bc.write_json(a.replot, dict(data, measured_points=points))
+    return 0
+
+
+def load_json(path: str) -> dict:
+    import json
+    from pathlib import Path
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"--replot {path}: {e}") from None
 
 
 def measured_point(path: str, cal) -> dict | None:
@@ -71,6 +102,12 @@ def measured_point(path: str, cal) -> dict | None:
         return None
     predicted = predict_report(m, cal.cost, cal.copy_bandwidth_Bps)["speedup"] if cal else None
     pool = max(m["pool_tokens"].values())
-    return dict(path=path, x=m["output_len"], y=m["speedup"], predicted=predicted,
-                label=f"{m['num_requests']}x{m['output_len']}, budget {m['budget']}/"
+    length = m["output_len"]
+    if isinstance(length, int):
+        x, text = length, str(length)
+    else:  # drawn lengths: plotted at their mean
+        x = length.get("drawn_mean") or length["mean"]
+        text = f"~{x:.0f} (lognormal, cap {length.get('cap')})"
+    return dict(path=path, x=x, y=m["speedup"], predicted=predicted,
+                label=f"{m['num_requests']}x{text}, budget {m['budget']}/"
                       f"{m['block_size']}, pool {pool // 1000}k")

@@ -87,6 +87,19 @@ def test_paper_sweep_writes_reports_and_plot(tmp_path, measured):
     small, big = data["reports"]["paper_40GiB"], data["reports"]["paper_80GiB"]
     assert small["fullkv"]["pool_tokens"] < big["fullkv"]["pool_tokens"]
     assert data["reports"]["paper"]["output_len"]["kind"] == "capped_lognormal"
+    # redraw with another measured run (drawn lengths: plotted at their mean), no new sweep
+    staggered = tmp_path / "staggered.json"
+    assert bench.main(["long", "--cpu-smoke", "--mean-output-len", "50", "--json",
+                       str(staggered)]) == 0
+    replot = tmp_path / "replot.png"
+    assert bench.main(["simulate", "--fixed-cost", "--replot", str(out), "--measured",
+                       str(report), str(staggered), "--plot", str(replot)]) == 0
+    points = json.loads(out.read_text())["measured_points"]
+    drawn = json.loads(staggered.read_text())["output_len"]["drawn_mean"]
+    assert [p["x"] for p in points] == [96, drawn] and replot.stat().st_size > 10_000
+    assert json.loads(out.read_text())["curves"] == data["curves"]
+    with pytest.raises(SystemExit, match="not the --json of a `simulate --paper` run"):
+        bench.main(["simulate", "--fixed-cost", "--replot", str(staggered)])
 
 
 def test_a_crash_in_a_later_config_keeps_the_finished_ones(tmp_path, monkeypatch):
