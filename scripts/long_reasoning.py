@@ -136,8 +136,11 @@ def bytes_read(a, llm, stats: dict, tracer: StepTracer | None) -> float:
 def draw_lengths(a) -> list[int]:
     if a.mean_output_len is None:
         return [a.output_len] * a.num_requests
-    return length_distribution(a.mean_output_len, a.output_len, a.sigma).draw(a.num_requests,
-                                                                              a.seed)
+    try:
+        dist = length_distribution(a.mean_output_len, a.output_len, a.sigma)
+    except ValueError as e:
+        raise SystemExit(f"--mean-output-len / --output-len (the cap) / --sigma: {e}") from None
+    return dist.draw(a.num_requests, a.seed)
 
 
 def output_len(a):

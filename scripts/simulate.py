@@ -121,7 +121,10 @@ def workload(a):
         requests = replay_requests(read_samples(a.replay))
         return requests, Replay(a.replay).describe()
     if a.mean_output_len is not None:
-        dist = length_distribution(a.mean_output_len, a.max_output_len, a.sigma)
+        try:
+            dist = length_distribution(a.mean_output_len, a.max_output_len, a.sigma)
+        except ValueError as e:
+            raise SystemExit(f"--mean-output-len / --max-output-len / --sigma: {e}") from None
         lengths = dist.draw(a.num_requests, a.seed)
         return make_requests(lengths, a.prompt_len, a.samples_per_prompt), dist.describe()
     n = a.output_len or a.max_output_len

@@ -8,10 +8,16 @@ from zipage.sim.validate import load_report, predict_report
 
 
 def paper(a, cal) -> int:
-    a.block_size, a.prompt_len = PAPER["block_size"], PAPER["prompt_len"]
-    a.max_output_len = PAPER["max_output_len"]
-    num_prompts = max(1, a.num_requests // PAPER["samples_per_prompt"])
+    # block size, prompt length, cap, budget: their defaults are the paper's, a given value wins
+    if a.output_len or a.replay:
+        raise SystemExit("--paper draws its lengths (capped lognormal): give --mean-output-len "
+                         "and --max-output-len, not --output-len / --replay")
     paper_mean = a.mean_output_len or PAPER["mean_output_len"]
+    too_long = [m for m in [*a.sweep_means, paper_mean] if m > a.max_output_len]
+    if too_long:
+        raise SystemExit(f"--paper: mean output {too_long[0]:g} is above the cap "
+                         f"--max-output-len {a.max_output_len}")
+    num_prompts = max(1, a.num_requests // PAPER["samples_per_prompt"])
     workloads, jobs = {}, {}
 
     def requests(mean):

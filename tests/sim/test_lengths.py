@@ -81,3 +81,10 @@ def test_replay_names_the_bad_line(tmp_path):
                        "finish_reason": "error"}])
     with pytest.raises(ValueError, match="no completed samples"):
         read_samples(str(f))
+
+
+def test_a_mean_above_the_cap_is_an_error_not_a_clamp():
+    from zipage.sim.paper import length_distribution
+    assert length_distribution(8192, 8192, 0.6).draw(3) == [8192] * 3  # every sample at the cap
+    with pytest.raises(ValueError, match="above the cap 8192"):
+        length_distribution(9000, 8192, 0.6)

@@ -158,3 +158,14 @@ def test_staggered_lengths_are_measured_and_replayed_exactly(measured, tmp_path)
             assert rows[name][f"{k}_measured"] == rows[name][f"{k}_predicted"], (name, k)
     predicted = json.loads(out.read_text())["validation"][0]["predicted"]
     assert predicted["zipage"]["output_tokens"] == tokens
+
+
+@pytest.mark.parametrize("args, message", [
+    (["long", "--cpu-smoke", "--mean-output-len", "200"], "above the cap 96"),
+    (["simulate", "--fixed-cost", "--paper", "--max-output-len", "8192", "--sweep-means", "2048"],
+     "mean output 16384 is above the cap --max-output-len 8192"),
+    (["simulate", "--fixed-cost", "--paper", "--output-len", "100"], "--paper draws its lengths"),
+])
+def test_length_options_that_cannot_hold_are_refused(args, message):
+    with pytest.raises(SystemExit, match=message):
+        bench.main(args)

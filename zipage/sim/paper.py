@@ -20,7 +20,11 @@ GPU_SIZES_GIB = (40, 80)
 
 
 def length_distribution(mean: float, cap: int, sigma: float):
-    return Fixed(cap) if mean >= cap else CappedLognormal(mean, cap, sigma)
+    """Capped lognormal; a mean equal to the cap: every sample runs to the cap."""
+    if mean > cap:
+        raise ValueError(f"mean output length {mean:g} is above the cap {cap}: a capped "
+                         f"length cannot average more than its cap (raise the cap)")
+    return Fixed(cap) if mean == cap else CappedLognormal(mean, cap, sigma)
 
 
 def paper_requests(mean: float, cap: int = PAPER["max_output_len"], sigma: float = PAPER["sigma"],
