@@ -29,7 +29,9 @@ def paper(a, cal) -> int:
     def add(engine, mean, budget, gib=None):
         key = (engine, mean, budget if engine == "zipage" else None, gib)
         if key not in jobs:
-            jobs[key] = job(a, cal, engine, requests(mean), budget, gib)
+            where = f", {gib} GiB" if gib else ""
+            jobs[key] = job(a, cal, engine, requests(mean), budget, gib, label=(
+                f"{engine} mean {mean:.0f}" + (f" budget {budget}" if budget else "") + where))
 
     for mean in a.sweep_means:
         add("fullkv", mean, None)
@@ -39,7 +41,8 @@ def paper(a, cal) -> int:
         add("fullkv", paper_mean, None, gib)
         add("zipage", paper_mean, a.budget, gib)
     print(f"== {len(jobs)} simulations of {len(requests(paper_mean))} requests each")
-    results = dict(zip(jobs, run_jobs(list(jobs.values()), a.jobs)))
+    results = dict(zip(jobs, run_jobs(list(jobs.values()), a.jobs,
+                                           log=lambda line: print(line, flush=True))))
 
     def pair(mean, budget, gib=None):
         engines = {"fullkv": results[("fullkv", mean, None, gib)],

@@ -169,3 +169,20 @@ def test_staggered_lengths_are_measured_and_replayed_exactly(measured, tmp_path)
 def test_length_options_that_cannot_hold_are_refused(args, message):
     with pytest.raises(SystemExit, match=message):
         bench.main(args)
+
+
+def test_parallel_jobs_come_back_in_job_order_and_each_is_logged(monkeypatch):
+    import time
+    from zipage.sim import paper
+
+    def fake_simulate(n, **_):
+        time.sleep(0.05 * n)  # the first job finishes last
+        return {"output_tokens_per_s": float(n), "simulation_cpu_s": 0.0}
+
+    monkeypatch.setattr(paper, "simulate", fake_simulate)
+    lines = []
+    jobs = [{"label": f"job n={n}", "n": n} for n in (6, 1, 3)]
+    results = paper.run_jobs(jobs, processes=2, log=lines.append)
+    assert [r["output_tokens_per_s"] for r in results] == [6.0, 1.0, 3.0]
+    assert [line.split("] ")[0].strip() for line in lines] == ["[1/3", "[2/3", "[3/3"]
+    assert lines[0].startswith("  [1/3] job n=1:")

@@ -8,6 +8,7 @@ The sweep varies the mean (a mean equal to the cap means every sample runs to th
 """
 import multiprocessing
 import os
+import time
 
 from zipage.sim.lengths import CappedLognormal, Fixed
 from zipage.sim.simulate import make_requests, simulate
@@ -36,19 +37,36 @@ def paper_requests(mean: float, cap: int = PAPER["max_output_len"], sigma: float
     return make_requests(lengths, prompt_len, samples_per_prompt), dist.describe()
 
 
-def _run(job: dict) -> dict:
+def _run(indexed: tuple[int, dict]) -> tuple[int, dict]:
+    i, job = indexed
     kwargs = dict(job)
     kwargs.pop("label")
-    return simulate(**kwargs)
+    return i, simulate(**kwargs)
 
 
-def run_jobs(jobs: list[dict], processes: int = 1) -> list[dict]:
-    """simulate(**job) for every job (``label`` dropped), in parallel processes if asked."""
+def run_jobs(jobs: list[dict], processes: int = 1, log=None) -> list[dict]:
+    """simulate(**job) for every job, in parallel processes if asked; results in job order.
+    ``log`` gets a line as each one finishes (its ``label``, tok/s, CPU seconds): a sweep
+    runs for many minutes."""
+    results, started = [None] * len(jobs), time.perf_counter()
+
+    def done(i: int, r: dict) -> None:
+        results[i] = r
+        if log is not None:
+            n = sum(x is not None for x in results)
+            log(f"  [{n}/{len(jobs)}] {jobs[i]['label'] or f'job {i}'}: "
+                f"{r['output_tokens_per_s']:,.0f} tok/s simulated, {r['simulation_cpu_s']:.0f} "
+                f"CPU s ({time.perf_counter() - started:.0f} s elapsed)")
+
     if processes <= 1 or len(jobs) <= 1:
-        return [_run(j) for j in jobs]
+        for i, j in enumerate(jobs):
+            done(*_run((i, j)))
+        return results
     ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
     with ctx.Pool(min(processes, len(jobs))) as pool:
-        return pool.map(_run, jobs, chunksize=1)
+        for i, r in pool.imap_unordered(_run, list(enumerate(jobs)), chunksize=1):
+            done(i, r)
+    return results
 
 
 def plot_speedup(curves: dict[int, list[tuple[float, float]]], measured: list[dict], path: str,
