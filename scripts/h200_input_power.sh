@@ -5,11 +5,7 @@
 # block-256 calibration with random inputs, then W1 traced. SM clock, power and throttle
 # reasons every 250 ms (smi.csv); phases.txt: epoch start/end of each step; logs in logs.tgz.
 source "$(dirname "$0")/suite_lib.sh"
-q=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active
-nvidia-smi --query-gpu=$q --format=csv -lms 250 > "$OUT/smi.csv" 2>&1 &
-smi=$!
-phase() { echo "$1 $(date +%s.%N)" >> "$OUT/phases.txt"; }
-step() { local name=$1; phase "$name-start"; run "$@"; phase "$name-end"; }
+log_clocks
 points=("decode 256x128" "decode 512x128" "decode 256x1024" "decode 64x4096")
 for inputs in constant random; do
   SUITE_TAIL=8 step "probe_$inputs" 100 python -m scripts.bench calibrate --configs fullkv/b256 \
@@ -20,6 +16,6 @@ SUITE_TAIL=6 step calib 260 python -m scripts.bench calibrate --configs fullkv/b
 SUITE_TAIL=12 step w1 120 python -m scripts.bench long --engines full --num-requests 256 \
   --output-len 512 --temperature 0 --block-size 256 --trace "$OUT/w1_trace.json.gz" \
   --json "$OUT/w1.json"
-kill $smi
-(cd "$OUT" && tar czf logs.tgz *.log && rm -f *.log)
+stop_clocks
+pack_logs
 summary

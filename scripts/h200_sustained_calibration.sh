@@ -3,13 +3,9 @@
 # decode GEMMs per BLAS backend; SM clock, power and throttle reasons every 250 ms (smi.csv,
 # phases.txt as in h200_clock_probe.sh).
 source "$(dirname "$0")/suite_lib.sh"
-q=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active
-nvidia-smi --query-gpu=$q --format=csv -lms 250 > "$OUT/smi.csv" 2>&1 &
-smi=$!
-phase() { echo "$1 $(date +%s.%N)" >> "$OUT/phases.txt"; }
-step() { local name=$1; phase "$name-start"; run "$@"; phase "$name-end"; }
+log_clocks
 SUITE_TAIL=12 step calib 330 python -m scripts.bench calibrate --sustain-s "${SUSTAIN_S:-0.5}" \
   --out "$OUT/step_cost_h200_qwen3-8b.sustained.json"
 step gemm 150 python -m scripts.bench gemm --rows 256 --seconds 3 --json "$OUT/gemm.json"
-kill $smi
+stop_clocks
 summary
