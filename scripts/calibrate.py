@@ -65,8 +65,8 @@ def add_arguments(p):
                         "calibrations before 2026-12-04)")
     p.add_argument("--only", nargs="+", metavar="NAME",
                    help="time only the grid points whose name contains one of these (e.g. "
-                        "'decode 256x128'): a probe, not a calibration (no fit is written "
-                        "unless every device point has a row knot)")
+                        "'decode 256x128'): a probe of raw timings, written as "
+                        "step_probe_*.json, not a cost model (no fit, no host timing)")
     p.add_argument("--host-steps", type=int, default=300, help="scheduler steps timed per config")
     bc.add_scoring_arguments(p)
     p.add_argument("--out", help="default results/bench/step_cost_<gpu>_<model>.json")
@@ -215,7 +215,8 @@ def main(a) -> int:
     out = a.out or f"results/bench/{kind}_{slug(gpu)}_{slug(name)}.json"
     data = {"format": PROBE_FORMAT if a.only else CALIBRATION_FORMAT, "model": name, "gpu": gpu,
             "copy_bandwidth_GBps": None, "model_shape": dataclasses.asdict(spec),
-            "environment": env, "workload": workload, "seconds": None, "complete": False, "models": {}, "raw": {}}
+            "environment": env, "workload": workload, "seconds": None, "complete": False,
+            "models": {}, "raw": {}}
     for text in a.configs:
         cost, data["raw"][text] = calibrate_config(a, text, model, spec, model_name, base,
                                                    device, dtype)

@@ -133,23 +133,18 @@ def bytes_read(a, llm, stats: dict, tracer: StepTracer | None) -> float:
     return stats["num_steps"] * weights + kv * kv_bytes_per_token(spec, dtype, a.kv_cache_dtype)
 
 
-def draw_lengths(a) -> list[int]:
+def draw_lengths(a) -> tuple[list[int], int | dict]:
+    """Each request's output length, and the report's output_len: the fixed length, or the
+    distribution with every drawn length (in request order: what `simulate --validate`
+    replays)."""
     if a.mean_output_len is None:
-        return [a.output_len] * a.num_requests
+        return [a.output_len] * a.num_requests, a.output_len
     try:
         dist = length_distribution(a.mean_output_len, a.output_len, a.sigma)
     except ValueError as e:
         raise SystemExit(f"--mean-output-len / --output-len (the cap) / --sigma: {e}") from None
-    return dist.draw(a.num_requests, a.seed)
-
-
-def output_len(a):
-    """The report's output_len: the fixed length, or the distribution with every drawn length
-    (in request order: what `simulate --validate` replays)."""
-    if a.mean_output_len is None:
-        return a.output_len
-    dist = length_distribution(a.mean_output_len, a.output_len, a.sigma).describe()
-    return dict(dist, lengths=a.lengths, drawn_mean=sum(a.lengths) / len(a.lengths))
+    lengths = dist.draw(a.num_requests, a.seed)
+    return lengths, dict(dist.describe(), lengths=lengths, drawn_mean=sum(lengths) / len(lengths))
 
 
 def report(a, env: dict, workload: dict, results: list[dict], copy_bw: float | None) -> dict:
@@ -167,7 +162,7 @@ def report(a, env: dict, workload: dict, results: list[dict], copy_bw: float | N
             peak_running=s["peak_running"])
     return rp.build_report(
         "measured", model="tiny-qwen3 (cpu-smoke)" if a.cpu_smoke else a.model,
-        model_shape=results[0]["model_shape"], gpu=env.get("gpu"), output_len=output_len(a),
+        model_shape=results[0]["model_shape"], gpu=env.get("gpu"), output_len=a.output_len_report,
         num_requests=a.num_requests, prompt_len=a.prompt_len, budget=a.budget,
         block_size=a.block_size, async_scheduling=a.async_scheduling, engines=engines,
         temperature=a.temperature, seed=a.seed, presets=presets,
@@ -181,14 +176,14 @@ def main(a) -> int:
         a.budget, a.block_size, a.kv_cache_tokens = 32, 16, 512
     device = bc.device_for(a)
     model, base, tmp = bc.engine_model(a, device)
-    a.lengths = draw_lengths(a)
+    a.lengths, a.output_len_report = draw_lengths(a)
     workload = {k: getattr(a, k) for k in (
         "model", "num_requests", "prompt_len", "output_len", "mean_output_len", "sigma",
         "budget", "block_size", "scoring", "temperature", "seed", "kv_cache_tokens",
         "async_scheduling", "dtype", "kv_cache_dtype")}
     env = bc.print_header(device, workload)
     if a.mean_output_len is not None:
-        print(f"  drawn lengths: mean {sum(a.lengths) / len(a.lengths):.0f}, min "
+        print(f"  drawn lengths: mean {a.output_len_report['drawn_mean']:.0f}, min "
               f"{min(a.lengths)}, max {max(a.lengths)}, {a.lengths.count(a.output_len)} at the cap")
     vocab = bc.prompt_vocab(model)
     prompts = bc.random_prompts(a.num_requests, a.prompt_len, vocab, a.seed)

@@ -58,7 +58,8 @@ def measured_lengths(measured: dict) -> list[int]:
 def describe_lengths(length) -> str:
     if isinstance(length, int):
         return str(length)
-    return f"{length['kind']} mean {length.get('drawn_mean', length.get('mean')):.0f} cap {length.get('cap')}"
+    mean = length.get("drawn_mean", length.get("mean"))
+    return f"{length['kind']} mean {mean:.0f} cap {length.get('cap')}"
 
 
 def predict_report(measured: dict, cost_for, copy_bandwidth_Bps: float | None = None) -> dict:
