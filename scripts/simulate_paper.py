@@ -4,7 +4,7 @@ the measured points (and the simulator's prediction of each measured workload)."
 from scripts import bench_common as bc
 from scripts.simulate import job, print_report, to_report
 from zipage.sim.paper import GPU_SIZES_GIB, PAPER, paper_requests, plot_speedup, run_jobs
-from zipage.sim.validate import load_report, predict_report
+from zipage.sim.validate import load_report, mean_length, predict_report
 
 
 def paper(a, cal) -> int:
@@ -111,12 +111,9 @@ def measured_point(path: str, cal) -> dict | None:
         return None
     predicted = predict_report(m, cal.cost, cal.copy_bandwidth_Bps)["speedup"] if cal else None
     pool = max(m["pool_tokens"].values())
-    length = m["output_len"]
-    if isinstance(length, int):
-        x, text = length, str(length)
-    else:  # drawn lengths: plotted at their mean
-        x = length.get("drawn_mean") or length["mean"]
-        text = f"~{x:.0f} (lognormal, cap {length.get('cap')})"
+    length, x = m["output_len"], mean_length(m["output_len"])  # drawn lengths: at their mean
+    text = str(length) if isinstance(length, int) else f"~{x:.0f} (lognormal, cap " \
+                                                         f"{length.get('cap')})"
     return dict(path=path, x=x, y=m["speedup"], predicted=predicted,
                 label=f"{m['num_requests']}x{text}, budget {m['budget']}/"
                       f"{m['block_size']}, pool {pool // 1000}k")

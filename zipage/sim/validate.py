@@ -55,11 +55,18 @@ def measured_lengths(measured: dict) -> list[int]:
     return list(length["lengths"])
 
 
+def mean_length(length) -> float:
+    """A report's output_len as one number: the fixed length, or the drawn (else the asked)
+    mean of a distribution."""
+    if isinstance(length, int):
+        return length
+    return length.get("drawn_mean") or length["mean"]
+
+
 def describe_lengths(length) -> str:
     if isinstance(length, int):
         return str(length)
-    mean = length.get("drawn_mean", length.get("mean"))
-    return f"{length['kind']} mean {mean:.0f} cap {length.get('cap')}"
+    return f"{length['kind']} mean {mean_length(length):.0f} cap {length.get('cap')}"
 
 
 def predict_report(measured: dict, cost_for, copy_bandwidth_Bps: float | None = None) -> dict:
