@@ -54,11 +54,11 @@ def add_async_argument(p: argparse.ArgumentParser, help: str) -> None:
 def add_scoring_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scoring", default="zipage", choices=sorted(SCORING),
                    help="eviction score: zipage = CompressionConfig() (the default, what "
-                        "engine=zipage runs: window attention + 4 sinks + the most recent "
-                        "quarter, docs/fidelity.md); "
-                        "zipage_full = CompressionConfig.full_score() (global + pool + "
-                        "lightning redundancy, weight 0.2); zipage_paper = "
-                        "CompressionConfig.paper() (the published weight 0.8); the others: "
+                        "engine=zipage runs: the published Zipage score, global + pool + "
+                        "lightning redundancy at weight 0.8; zipage_paper is the same); "
+                        "zipage_full = CompressionConfig.full_score() (weight 0.2); "
+                        "zipage_attn_recent = CompressionConfig.attn_recent() (tuned on "
+                        "SmolLM2: attention + 4 sinks + the most recent quarter); the others: "
                         "the comparison presets of docs/method.md §14")
 
 

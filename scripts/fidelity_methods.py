@@ -1,22 +1,23 @@
 """Eviction methods compared by the fidelity and agreement benchmarks: name -> engine options.
 
-`default` is whatever `CompressionConfig()` gives (what `engine=zipage` runs: window attention
-+ 4 sinks + the most recent quarter of the kept tokens since the decision of docs/fidelity.md),
-so the tables always compare the shipped default; `attn` is attention alone (the default of
-2026-12-02); `full` is `CompressionConfig.full_score()` (the default before that),
-`paper` is `CompressionConfig.paper()`.
+`default` is whatever `CompressionConfig()` gives (what `engine=zipage` runs: the published
+Zipage score), so the tables always compare the shipped default; `paper` is the same setting
+under its old name. `attn_recent` is the variant tuned on SmolLM2 (engine=zipage_attn_recent:
+attention + 4 sinks + the most recent quarter; the default from 2026-12-03 to 2026-12-04),
+`attn` attention alone, `full` the full score at weight 0.2 (engine=zipage_full). Every method
+sets every score switch, so none inherits a term of the default.
 """
 import argparse
 
-from zipage.compression.config import NO_RECENCY, CompressionConfig
+from zipage.compression.config import CompressionConfig
 from zipage.compression.presets import COMPARISON, non_default, preset
 
 DEFAULT = "default"
 WEIGHT_PREFIX = "rw="  # "rw=0.35": the full score with redundancy weight 0.35
 # "attn_recent=0.25": attention alone + the sinks + the most recent quarter of the kept tokens
 RECENT_PREFIX = "attn_recent="
-_SCORE_FIELDS = ("use_global_score", "use_pooling", "redundancy", "redundancy_weight",
-                 "num_sink_tokens", "recent_ratio")
+_SCORE_FIELDS = ("use_global_score", "use_pooling", "pool_every_compression", "redundancy",
+                 "redundancy_weight", "num_sink_tokens", "recent_ratio", "score")
 
 
 def _options(config: CompressionConfig) -> dict:
@@ -25,6 +26,11 @@ def _options(config: CompressionConfig) -> dict:
 
 def _full(**overrides) -> dict:
     return _options(CompressionConfig.full_score(**overrides))
+
+
+def _attention(**overrides) -> dict:
+    """Window attention alone, plus `overrides` (every switch explicit)."""
+    return _options(CompressionConfig.attention_only(**overrides))
 
 
 def _describe(config: CompressionConfig) -> str:
@@ -41,27 +47,30 @@ def _describe(config: CompressionConfig) -> str:
 
 # name -> (label, options builder(sinks)); options are flat LLM keyword arguments.
 _METHODS = {
-    DEFAULT: (lambda: f"default score ({_describe(CompressionConfig())}, engine=zipage)",
+    DEFAULT: (lambda: f"published Zipage score ({_describe(CompressionConfig())}, engine=zipage)",
               lambda sinks: _options(CompressionConfig())),
+    "attn_recent": (lambda: f"tuned on SmolLM2 ({_describe(CompressionConfig.attn_recent())}, "
+                            f"engine=zipage_attn_recent)",
+                    lambda sinks: _options(CompressionConfig.attn_recent())),
     "full": (lambda: f"full score ({_describe(CompressionConfig.full_score())}, "
                      f"engine=zipage_full)", lambda sinks: _full()),
-    "paper": (lambda: "paper score (redundancy weight 0.8, engine=zipage_paper)",
+    "paper": (lambda: "published Zipage score (= default; engine=zipage_paper)",
               lambda sinks: _options(CompressionConfig.paper())),
-    "attn": (lambda: "attention only", lambda sinks: dict(NO_RECENCY)),
+    "attn": (lambda: "attention only", lambda sinks: _attention()),
     "attn_global": (lambda: "attention + global score",
-                    lambda sinks: dict(NO_RECENCY, use_global_score=True)),
+                    lambda sinks: _attention(use_global_score=True)),
     "attn_sinks": (lambda: "attention only + sink tokens",
-                   lambda sinks: dict(NO_RECENCY, num_sink_tokens=sinks)),
+                   lambda sinks: _attention(num_sink_tokens=sinks)),
     "recent": (lambda: "recent window + sinks (StreamingLLM-like)",
-               lambda sinks: dict(NO_RECENCY, score="recent", num_sink_tokens=sinks)),
+               lambda sinks: _attention(score="recent", num_sink_tokens=sinks)),
     "random": (lambda: "random eviction (window kept)",
-               lambda sinks: dict(NO_RECENCY, score="random")),
+               lambda sinks: _attention(score="random")),
     # Ablations, for investigations.
     "full_raw": (lambda: "full score, raw redundancy", lambda sinks: _full(redundancy="raw")),
     "full_sinks": (lambda: "full score + sink tokens",
                    lambda sinks: dict(_full(), num_sink_tokens=sinks)),
     "global_pool": (lambda: "global + pool (no redundancy)",
-                    lambda sinks: dict(NO_RECENCY, use_global_score=True, use_pooling=True)),
+                    lambda sinks: _attention(use_global_score=True, use_pooling=True)),
 }
 # The published methods as engine presets (docs/method.md §14), each with its own window.
 _PRESET_LABELS = {"rkv": "R-KV", "gkv": "G-KV", "snapkv": "SnapKV (prompt only)",
@@ -72,10 +81,11 @@ for _name in COMPARISON:
     _METHODS[_name] = (lambda n=_name: f"{_PRESET_LABELS[n]} (engine={n})",
                        lambda sinks, n=_name: non_default(preset(n)))
 # Names that stand for several methods (expand() replaces them).
-GROUPS = {"presets": (DEFAULT, "paper") + COMPARISON}
+GROUPS = {"presets": (DEFAULT, "attn_recent") + COMPARISON}
 # Old names (results made before the package layout) keep working.
 ALIASES = {"zipage": DEFAULT, "zipage_paper": "paper", "zipage_raw": "full_raw",
-           "zipage_sinks": "full_sinks"}
+           "zipage_sinks": "full_sinks", "zipage_attn_recent": "attn_recent",
+           "zipage_full": "full"}
 NAMES = tuple(_METHODS)
 
 
@@ -144,6 +154,5 @@ def options(name: str, sinks: int = 4) -> dict:
     if name.startswith(WEIGHT_PREFIX):
         return _full(redundancy_weight=float(name[len(WEIGHT_PREFIX):]))
     if name.startswith(RECENT_PREFIX):
-        return dict(NO_RECENCY, num_sink_tokens=sinks,
-                    recent_ratio=float(name[len(RECENT_PREFIX):]))
+        return _attention(num_sink_tokens=sinks, recent_ratio=float(name[len(RECENT_PREFIX):]))
     return dict(_METHODS[name][1](sinks))

@@ -45,37 +45,43 @@ def test_a_failed_run_leaves_no_cell(tmp_path):
     assert store.load("recent@512", {"budget": 512}) is None
 
 
-def _engine_yaml(name):
+def _engine_config(name):
+    """The CompressionConfig that `engine=<name>` passes to the engine (its YAML's window too)."""
     with open(ROOT / "configs/engine" / f"{name}.yaml") as f:
-        return yaml.safe_load(f)["compression"]
+        y = yaml.safe_load(f)
+    options = dict(y.get("compression") or {})
+    if y.get("observation_window") is not None:
+        options["observation_window"] = y["observation_window"]
+    return CompressionConfig(**options)
 
 
 def test_default_method_is_the_engine_default_everywhere():
     from zipage.compression.presets import preset
-    for method, engine in ((fm.DEFAULT, "zipage"), ("full", "zipage_full"),
-                           ("paper", "zipage_paper")):
-        config = preset(engine)
-        assert fm.options(method) == {k: getattr(config, k) for k in _engine_yaml(engine)}
-    # the decision of docs/fidelity.md: attention + 4 sinks + the most recent quarter kept
-    assert CompressionConfig(**fm.options(fm.DEFAULT)) == CompressionConfig(
+    for method, engine in ((fm.DEFAULT, "zipage"), ("paper", "zipage_paper"),
+                           ("full", "zipage_full"), ("attn_recent", "zipage_attn_recent")):
+        assert CompressionConfig(**fm.options(method)) == _engine_config(engine) == preset(engine)
+    # engine=zipage is the published score (issue 31)
+    assert _engine_config("zipage") == CompressionConfig.paper() == CompressionConfig()
+    assert CompressionConfig(**fm.options("attn_recent")) == CompressionConfig(
         **fm.options("attn_recent=0.25", sinks=4))
-    assert CompressionConfig(**fm.options("attn")) != CompressionConfig()
-    assert _engine_yaml("zipage_paper")["redundancy_weight"] == 0.8
+    assert CompressionConfig(**fm.options("attn")) == CompressionConfig.attention_only()
 
 
 def test_method_names():
     assert fm.canonical("zipage") == "default" and fm.canonical("zipage_paper") == "paper"
     assert fm.canonical("zipage_rw=0.50") == fm.canonical("rw=0.5") == "rw=0.5"
     assert fm.options("rw=0.35")["redundancy_weight"] == 0.35
-    assert fm.options("recent", sinks=8) == dict(score="recent", num_sink_tokens=8,
-                                                 recent_ratio=0.0)
+    assert CompressionConfig(**fm.options("recent", sinks=8)) == \
+        CompressionConfig.attention_only(score="recent", num_sink_tokens=8)
     with pytest.raises(ValueError, match="unknown method"):
         fm.canonical("zipagee")
     with pytest.raises(ValueError):
         fm.canonical("rw=1.5")
     assert fm.canonical("attn_recent=0.250") == "attn_recent=0.25"
-    assert fm.options("attn_recent=0.25", sinks=4) == dict(num_sink_tokens=4, recent_ratio=0.25)
-    assert fm.options("attn_sinks", sinks=4) == dict(num_sink_tokens=4, recent_ratio=0.0)
+    assert CompressionConfig(**fm.options("attn_recent=0.25", sinks=4)) == \
+        CompressionConfig.attn_recent()
+    assert CompressionConfig(**fm.options("attn_sinks", sinks=4)) == \
+        CompressionConfig.attention_only(num_sink_tokens=4)
     with pytest.raises(ValueError, match="recent ratio"):
         fm.canonical("attn_recent=1")
     with pytest.raises(ValueError, match="expected attn_recent=<number>"):

@@ -6,15 +6,30 @@ import pytest
 from zipage.compression import CompressionConfig
 
 
-def test_defaults_and_paper():
+def test_default_is_the_published_zipage_score():
+    # The reference's scripts/mathbench.sh (docs/method.md §6): W 16, gamma 0.8 max-decay,
+    # max pool 5 at the first compression, lightning redundancy lambda 0.2 (weight 0.8),
+    # T 0.4, tau 0.5, no sinks, nothing kept for recency beyond the window.
     cfg = CompressionConfig()
-    assert cfg.redundancy == "none" and not cfg.use_global_score and cfg.pooling_size == 1
-    paper = CompressionConfig.paper()
-    assert paper.use_global_score and paper.redundancy == "lightning"
-    assert paper.pooling_size == 5 and paper.redundancy_weight == pytest.approx(0.8)
+    published = dict(observation_window=16, use_global_score=True, global_decay=0.8,
+                     global_mode="max", use_pooling=True, pooling_kernel_size=5,
+                     pooling_mode="max", pool_every_compression=False, redundancy="lightning",
+                     redundancy_weight=0.8, redundancy_temperature=0.4,
+                     redundancy_threshold=0.5, num_sink_tokens=0, recent_ratio=0.0,
+                     score="attention", score_normalization="none", compress_prompt_only=False)
+    assert dataclasses.asdict(cfg) == published
+    assert CompressionConfig.paper() == cfg
+    assert cfg.forced_recent(2048) == 16  # the window only
+
+
+def test_other_zipage_scorings():
     full = CompressionConfig.full_score()
-    assert dataclasses.replace(full, redundancy_weight=0.8) == paper
+    assert dataclasses.replace(full, redundancy_weight=0.8) == CompressionConfig()
     assert full.redundancy_weight == pytest.approx(0.2)
+    tuned = CompressionConfig.attn_recent()
+    assert (tuned.use_global_score, tuned.use_pooling, tuned.redundancy) == (False, False, "none")
+    assert (tuned.num_sink_tokens, tuned.recent_ratio) == (4, 0.25)
+    assert CompressionConfig.attention_only().pooling_size == 1
     assert CompressionConfig(use_pooling=True, pooling_kernel_size=7).pooling_size == 7
 
 

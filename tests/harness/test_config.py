@@ -84,31 +84,30 @@ def test_data_dir_from_env_and_missing_data_source(tmp_path):
     assert p.returncode == 2 and "data_dir=/nonexistent-env-dir" in p.stderr
 
 
-def test_engine_presets_default_attention_full_score_and_paper_weight():
-    """engine=zipage is CompressionConfig() (attention + sinks + recent share); the other two keep
-    every term and no recency protection."""
+def test_engine_zipage_is_the_published_score():
+    """engine=zipage (and its old name zipage_paper) runs CompressionConfig.paper() =
+    CompressionConfig(); zipage_full the same terms at weight 0.2; zipage_attn_recent the
+    tuned variant (attention + 4 sinks + recent quarter). Issue 31."""
     from hydra import compose, initialize_config_dir
     from tasks.config import register_configs
     from tasks.evaluate import engine_kwargs
     from zipage.compression.config import CompressionConfig
     from zipage.config import EngineConfig
     register_configs()
-    terms, recency = {}, {}
+    got = {}
     with initialize_config_dir(config_dir=os.path.join(ROOT, "configs"), version_base=None):
-        for name in ("zipage", "zipage_full", "zipage_paper"):
+        for name in ("zipage", "zipage_paper", "zipage_full", "zipage_attn_recent"):
             cfg = compose("config", overrides=[f"engine={name}", "budget=1024"])
-            engine = EngineConfig.from_kwargs("m", **engine_kwargs(cfg.engine))  # accepts every key
-            c = engine.compression
-            terms[cfg.engine.name] = (c.use_global_score, c.use_pooling, c.redundancy,
-                                      c.redundancy_weight)
-            recency[cfg.engine.name] = (c.num_sink_tokens, c.recent_ratio)
-    d = CompressionConfig()
-    assert terms["zipage"] == (d.use_global_score, d.use_pooling, d.redundancy,
-                               d.redundancy_weight)
-    assert terms["zipage"][:3] == (False, False, "none")
-    assert terms["zipage_full"] == (True, True, "lightning", 0.2)
-    assert terms["zipage_paper"] == (True, True, "lightning", 0.8)
-    assert recency == {"zipage": (4, 0.25), "zipage_full": (0, 0.0), "zipage_paper": (0, 0.0)}
+            got[name] = EngineConfig.from_kwargs("m", **engine_kwargs(cfg.engine)).compression
+    assert got["zipage"] == got["zipage_paper"] == CompressionConfig.paper() == CompressionConfig()
+    c = got["zipage"]
+    assert (c.use_global_score, c.use_pooling, c.redundancy, c.redundancy_weight) == \
+        (True, True, "lightning", 0.8)
+    assert (c.num_sink_tokens, c.recent_ratio) == (0, 0.0)
+    assert got["zipage_full"] == CompressionConfig.full_score()
+    t = got["zipage_attn_recent"]
+    assert (t.use_global_score, t.use_pooling, t.redundancy) == (False, False, "none")
+    assert (t.num_sink_tokens, t.recent_ratio) == (4, 0.25)
 
 
 @pytest.mark.parametrize("override,needle", [
@@ -123,8 +122,9 @@ def test_added_keys_the_schema_lacks_are_rejected(tmp_path, override, needle):
     assert needle in str(err.value) and not os.path.exists(tmp_path / "results")
 
 
-@pytest.mark.parametrize("name", ["zipage", "zipage_paper", "rkv", "gkv", "snapkv",
-                                  "snapkv_decode", "streaming_llm", "h2o"])
+@pytest.mark.parametrize("name", ["zipage", "zipage_paper", "zipage_full", "zipage_attn_recent",
+                                  "rkv", "gkv", "snapkv", "snapkv_decode", "streaming_llm",
+                                  "h2o"])
 def test_each_engine_preset_runs_its_constructor(name):
     """configs/engine/<name>.yaml gives the engine exactly CompressionConfig's preset."""
     from hydra import compose, initialize_config_dir

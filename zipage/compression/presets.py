@@ -5,9 +5,10 @@ from dataclasses import fields
 from zipage.compression.config import CompressionConfig
 
 PRESETS = {
-    "zipage": CompressionConfig,  # the default: attention + sinks + recent (docs/fidelity.md)
+    "zipage": CompressionConfig,  # the default: the published Zipage score
+    "zipage_paper": CompressionConfig.paper,  # the same, under the name older sweeps used
     "zipage_full": CompressionConfig.full_score,
-    "zipage_paper": CompressionConfig.paper,
+    "zipage_attn_recent": CompressionConfig.attn_recent,  # tuned on SmolLM2 (docs/fidelity.md)
     "rkv": CompressionConfig.rkv,
     "gkv": CompressionConfig.gkv,
     "snapkv": CompressionConfig.snapkv,
