@@ -11,7 +11,7 @@ exists are scored; the report says how many. Each (method, budget) cell is writt
 when it finishes and a rerun skips it.
 
 Usage:
-  python -m scripts.agreement --task gsm8k --num-problems 48 --block-size 16 \\
+  python -m scripts.bench agreement --task gsm8k --num-problems 48 --block-size 16 \\
       --budgets 128 256 --max-tokens 1024 --out results/agreement_gsm8k_greedy
 """
 import argparse

@@ -1,8 +1,8 @@
 """Cells of several runs computed by one engine (the time-boxed runner's tasks).
 
-A run ("group") is named by the flags of `python -m scripts.fidelity` or `python -m
-scripts.agreement`. A cell (method, budget) depends only on the engine options, so the texts
-(or problems) of every group that needs it go through one engine together: on a GPU a batch
+A run ("group") is named by the flags of `bench fidelity` or `bench agreement`. A cell
+(method, budget) depends only on the engine options, so the texts (or problems) of every
+group that needs it go through one engine together: on a GPU a batch
 of 30 texts costs about what one costs. Each group's share is saved in that group's own cell
 store under the key its own command computes, so `<command> --report-only` tabulates it.
 Rows of one request never depend on the other requests of the batch (exactness tests), up to

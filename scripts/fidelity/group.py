@@ -1,8 +1,8 @@
-"""One fidelity run's settings as keys of its cells (scripts/fidelity.py's flags -> cell keys).
+"""One fidelity run's settings as keys of its cells (nll.py's flags -> cell keys).
 
-`python -m scripts.fidelity` and the time-boxed batch runner (scripts/fidelity_gpu.py) both
+`bench fidelity` and the time-boxed batch runner (`bench fidelity-gpu`, gpu.py) both
 name their cells with these functions, so a cell made by one is found by the other:
-`python -m scripts.fidelity <same flags> --report-only` tabulates what the batch runner made.
+`bench fidelity <same flags> --report-only` tabulates what the batch runner made.
 """
 import hashlib
 import json

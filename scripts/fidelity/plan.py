@@ -1,4 +1,4 @@
-"""The issue-13 measurements as prioritised tasks (for scripts/fidelity_gpu.py).
+"""The issue-13 measurements as prioritised tasks (for `bench fidelity-gpu`, gpu.py).
 
 Priority 1: block 256 (the paper's), budgets 1024 and 2048, on test texts of both sources
 (human solutions; SmolLM2's own sampled solutions) for every method, and on disjoint tuning
@@ -14,7 +14,7 @@ kept tokens): agreement on GSM8K problems disjoint from priority 3's (where the 
 chosen) and on every MATH-500 problem (where it is reported), next to the default and recent.
 Priority 7: those candidates' NLL at block 256 on priority 1's test texts.
 Each task is one engine; every group (run) that needs a (method, budget) cell shares it
-(scripts/fidelity_batch.py).
+(batch.py).
 """
 from dataclasses import dataclass, field
 
@@ -85,7 +85,7 @@ PROFILES = {
 
 
 def fidelity_groups(p: Profile, results: str) -> dict:
-    """role -> flags of `python -m scripts.fidelity` (with --out), in build order."""
+    """role -> flags of `bench fidelity` (with --out), in build order."""
     common = (f"--model {p.model} --text-tokens {p.text_tokens} --device {p.device} "
               f"--dtype {p.dtype} --reference engine --solution-tokens {p.solution_tokens}")
     b1 = f"--block-size {p.block} --budgets {' '.join(map(str, p.budgets))}"
@@ -142,7 +142,7 @@ def _agreement_flags(p: Profile, problems: int, methods, skip: int = 0) -> str:
 
 
 def agreement_groups(p: Profile, results: str, priorities=(3,)) -> dict:
-    """name -> flags of `python -m scripts.agreement` for the agreement priorities asked."""
+    """name -> flags of `bench agreement` for the agreement priorities asked."""
     runs = []
     if 3 in priorities:
         common = _agreement_flags(p, p.agree_problems, p.agree_methods)

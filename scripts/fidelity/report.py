@@ -34,7 +34,7 @@ def paired_vs_default(runs: dict, block: int) -> dict:
 
 def paired_all(runs: dict, block: int) -> dict:
     """"a|b@B" -> per-token NLL difference a - b, for every pair of methods at each budget
-    (what `python -m scripts.fidelity decide` compares; the cells stay on the machine)."""
+    (what `bench fidelity decide` compares; the cells stay on the machine)."""
     out = {}
     names = list(dict.fromkeys(m for m, _ in runs))
     for B in sorted({B for _, B in runs}):

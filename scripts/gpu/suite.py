@@ -22,16 +22,17 @@ from pathlib import Path
 
 from scripts.common import ROOT
 from scripts.gpu.pack import pack
-from scripts.gpu.stages import DEFAULT, STAGES, Stage
+from scripts.gpu import stages
 
 SMI_QUERY = ("timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,"
              "clocks_throttle_reasons.active")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--stages", default=",".join(DEFAULT),
-                   help=f"comma-separated, run in this order (default {','.join(DEFAULT)}; "
-                        f"all: {','.join(STAGES)})")
+    p.add_argument("--stages", default=",".join(stages.DEFAULT),
+                   help=f"comma-separated, run in this order "
+                        f"(default {','.join(stages.DEFAULT)}; "
+                        f"all: {','.join(stages.STAGES)})")
     p.add_argument("--out", default=os.environ.get("OUT") or "/tmp/zipage-suite",
                    help="logs and reports (default $OUT if set, else /tmp/zipage-suite)")
     p.add_argument("--list", action="store_true", help="print the stages and their commands")
@@ -45,17 +46,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def chosen_stages(text: str) -> list[str]:
     names = [s.strip() for s in text.split(",") if s.strip()]
-    unknown = [s for s in names if s not in STAGES]
+    unknown = [s for s in names if s not in stages.STAGES]
     if unknown or not names:
         raise SystemExit(f"--stages: unknown {unknown or 'none given'}; the stages are "
-                         f"{', '.join(STAGES)} (--list shows their commands)")
+                         f"{', '.join(stages.STAGES)} (--list shows their commands)")
     return names
 
 
 def describe(names: list[str], out: str) -> str:
     lines = []
     for name in names:
-        stage = STAGES[name]
+        stage = stages.STAGES[name]
         lines.append(f"{name}: {stage.description}")
         for c in stage.commands:
             env = "".join(f"{k}={v} " for k, v in stage.env.items())
@@ -69,7 +70,7 @@ def display(argv: list[str]) -> str:
     return shlex.join(["python" if argv[0] == sys.executable else argv[0], *argv[1:]])
 
 
-def child_env(stage: Stage) -> dict:
+def child_env(stage: stages.Stage) -> dict:
     env = dict(os.environ, PYTHONUNBUFFERED="1", NCCL_NVLS_ENABLE="0", **stage.env)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     return env
@@ -105,7 +106,7 @@ def start_clock_log(out: Path):
 
 
 def main(a) -> int:
-    names = chosen_stages(a.stages) if not a.list else list(STAGES)
+    names = chosen_stages(a.stages) if not a.list else list(stages.STAGES)
     out = Path(a.out).resolve()
     if a.list or a.dry_run:
         print(describe(names, str(out)))
@@ -115,7 +116,7 @@ def main(a) -> int:
     rows = []
     try:
         for name in names:
-            stage = STAGES[name]
+            stage = stages.STAGES[name]
             for c in stage.commands:
                 argv = c.resolved(str(out))
                 print(f"=== {name} / {c.name}: {display(argv)}", flush=True)

@@ -15,7 +15,7 @@ memory the model leaves for the KV pool, copy bandwidth).
 One model is built; each config (engine/block size) builds its runner on it (pool, query
 slots, CUDA graphs), times its grid, and frees it. --from-trace refits a calibration to the
 steps of measured runs (`bench long --trace`) instead; --add-start fits the idle-start phase
-of an older file from its raw grid (scripts/calibrate_refit.py; both on the CPU).
+of an older file from its raw grid (refit.py; both on the CPU).
 """
 import dataclasses
 import gc

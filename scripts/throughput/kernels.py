@@ -1,6 +1,6 @@
 """Kernel benchmark: compiled Triton kernels on the GPU vs their PyTorch references and SDPA.
 
-    python scripts/kernels.py [--only prefill,decode,store_kv,compression,sampler]
+    python -m scripts.bench kernels [--only prefill,decode,store_kv,compression,sampler]
                               [--json PATH] [--prefill-sweep]
 
 Prints hardware and versions, then one row per workload: median time (triton.testing.do_bench),
@@ -291,7 +291,7 @@ def print_row(row):
 
 def main(args) -> int:
     if not torch.cuda.is_available():
-        print("scripts/kernels.py needs a CUDA GPU", file=sys.stderr)
+        print("bench kernels needs a CUDA GPU", file=sys.stderr)
         return 2
     sections = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = set(sections) - set(SECTIONS)

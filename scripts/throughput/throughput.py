@@ -225,6 +225,6 @@ def main(a) -> int:
               f"{roof['copy_bandwidth_GBps']:.0f} GB/s copy (estimate)")
     if tmp is not None:
         tmp.cleanup()
-    llm.shutdown()  # callers may build another engine in this process (scripts/fp8_throughput)
+    llm.shutdown()  # callers may build another engine in this process (bench fp8)
     a.result = result
     return 1 if bad else 0
