@@ -145,7 +145,7 @@ def test_model_loading_is_memoised_once_per_process():
 
 
 def test_an_unknown_priority_is_rejected_before_any_work(capsys):
-    from scripts.fidelity import gpu as fidelity_gpu
+    from scripts import bench
     with pytest.raises(SystemExit) as e:
-        fidelity_gpu.main(["--profile", "tiny", "--priorities", "8"])
+        bench.main(["fidelity-gpu", "--profile", "tiny", "--priorities", "8"])
     assert e.value.code == 2 and "invalid choice: 8" in capsys.readouterr().err

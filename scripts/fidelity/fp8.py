@@ -189,7 +189,8 @@ def main(args) -> int:
         results[key] = dict(nll=nll, minutes=(time.perf_counter() - t0) / 60)
         print(f"{key}: NLL {sum(nll) / len(nll):.5f} over {len(nll)} tokens "
               f"({results[key]['minutes']:.1f} min)", flush=True)
-        out.with_suffix(".json").write_text(json.dumps(dict(args=vars(args), cells=results)))
+        args_ = {k: v for k, v in vars(args).items() if k != "subcommand"}  # as before `bench`
+        out.with_suffix(".json").write_text(json.dumps(dict(args=args_, cells=results)))
     _report(args, results, out)
 
 
