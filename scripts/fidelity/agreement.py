@@ -24,10 +24,10 @@ from types import SimpleNamespace
 
 import torch
 
+from scripts.common import environment, invocation
 from scripts.fidelity import agreement_report as ar
 from scripts.fidelity import engine as fe
 from scripts.fidelity import methods as fm
-from scripts.common import environment, invocation
 from scripts.fidelity.cells import CellStore
 from tasks.base import get_task
 from tasks.generate import build_prompt_ids, problem_seed

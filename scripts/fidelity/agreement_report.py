@@ -4,9 +4,9 @@ import json
 
 import torch
 
+from scripts.common import environment
 from scripts.fidelity import agreement_stats as ast
 from scripts.fidelity import methods as fm
-from scripts.common import environment
 from scripts.fidelity.cells import write_atomic
 
 

@@ -15,12 +15,12 @@ import time
 
 import torch
 
+from scripts.common import environment
 from scripts.fidelity import agreement as ag
-from scripts.fidelity import nll as fid
 from scripts.fidelity import engine as fe
 from scripts.fidelity import group as fg
 from scripts.fidelity import methods as fm
-from scripts.common import environment
+from scripts.fidelity import nll as fid
 from tasks.base import get_task  # noqa: F401  (agreement's tasks register on import)
 from zipage import LLM
 

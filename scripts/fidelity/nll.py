@@ -29,12 +29,12 @@ from pathlib import Path
 
 import torch
 
+from scripts.common import environment, invocation
 from scripts.fidelity import engine as fe
 from scripts.fidelity import group as fg
 from scripts.fidelity import methods as fm
 from scripts.fidelity import report as fr
 from scripts.fidelity import texts as ft
-from scripts.common import environment, invocation
 from scripts.fidelity.cells import CellStore
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,9 +5,9 @@ import time
 
 import torch
 
+from scripts.common import environment
 from scripts.fidelity import methods as fm
 from scripts.fidelity import stats as fs
-from scripts.common import environment
 from scripts.fidelity.cells import write_atomic
 
 

@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 from scripts.common import ROOT
-from scripts.gpu.pack import pack
 from scripts.gpu import stages
+from scripts.gpu.pack import pack
 
 SMI_QUERY = ("timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,"
              "clocks_throttle_reasons.active")
