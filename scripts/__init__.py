@@ -1,0 +1,1 @@
+"""The benchmark tooling: `python -m scripts.bench <subcommand>` (scripts/bench.py)."""

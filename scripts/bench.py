@@ -3,31 +3,52 @@
 
 Each subcommand is a module with ``add_arguments(parser)`` and ``main(args) -> int | None``.
 Modules are imported only when their subcommand runs, so ``--help`` is fast and a missing
-optional dependency of one benchmark does not break the others.
+optional dependency of one benchmark does not break the others. Adding a subcommand is one
+line in SUBCOMMANDS.
 """
 import argparse
 import importlib
 import sys
 
-# name -> (module, one-line description)
+# name -> (module, one-line description), grouped by concern (the package of the module)
 SUBCOMMANDS = {
-    "throughput": ("scripts.throughput", "our engine vs Hugging Face transformers generate"),
-    "long": ("scripts.long_reasoning", "Zipage vs our Full KV on long generations"),
-    "compression": ("scripts.compression_cost", "compression cost vs decode cost in the engine"),
-    "host": ("scripts.host", "host work per engine step without a model (CPU ok)"),
-    "profile": ("scripts.profile_step", "where a decode step's time goes (GPU kernels, host)"),
-    "fidelity": ("scripts.fidelity", "teacher-forced NLL / agreement vs Full KV (CPU ok)"),
-    "agreement": ("scripts.agreement", "final-answer agreement with Full KV on SmolLM2 (CPU ok)"),
-    "long-generations": ("scripts.long_generations",
+    # throughput: our engine on the GPU (most have --cpu-smoke)
+    "throughput": ("scripts.throughput.throughput",
+                   "our engine vs Hugging Face transformers generate"),
+    "long": ("scripts.throughput.long", "Zipage vs our Full KV on long generations"),
+    "compression": ("scripts.throughput.compression",
+                    "compression cost vs decode cost in the engine"),
+    "profile": ("scripts.throughput.profile_step",
+                "where a decode step's time goes (GPU kernels, host)"),
+    "host": ("scripts.throughput.host", "host work per engine step without a model (CPU ok)"),
+    "gemm": ("scripts.throughput.gemm",
+             "the decode step's GEMMs alone: cuBLAS, cuBLASLt, TunableOp"),
+    "kernels": ("scripts.throughput.kernels", "Triton kernels vs PyTorch references: speed"),
+    "dp": ("scripts.throughput.dp", "one engine vs N data-parallel replicas, same workload"),
+    "fp8": ("scripts.throughput.fp8", "fp8 vs model-dtype KV cache, Full KV and Zipage"),
+    # fidelity: does compression change what the model says? (SmolLM2, CPU ok)
+    "fidelity": ("scripts.fidelity.nll", "teacher-forced NLL vs Full KV (CPU ok)"),
+    "fidelity-decide": ("scripts.fidelity.decide",
+                        "the rule that picks the default score from fidelity results"),
+    "fidelity-gpu": ("scripts.fidelity.gpu",
+                     "fidelity + agreement runs in one time-boxed GPU call"),
+    "agreement": ("scripts.fidelity.agreement",
+                  "final-answer agreement with Full KV on SmolLM2 (CPU ok)"),
+    "fp8-fidelity": ("scripts.fidelity.fp8", "fp8 KV cache NLL vs full precision (CPU ok)"),
+    "long-generations": ("scripts.fidelity.long_generations",
                          "SmolLM2's own long trajectories: the long-reasoning fidelity domain"),
-    "fidelity-domains": ("scripts.fidelity_domains",
-                         "fidelity per domain, every method vs Full KV, and the default rule"),
-    "gemm": ("scripts.gemm", "the decode step's GEMMs alone: cuBLAS, cuBLASLt, TunableOp"),
-    "kernels": ("scripts.kernels", "Triton kernels vs PyTorch references: speed"),
-    "calibrate": ("scripts.calibrate", "step-cost model of the real runner: timed grid, fit"),
-    "simulate": ("scripts.simulate", "throughput predicted by the real scheduler on a cost model"),
-    "dp": ("scripts.data_parallel", "one engine vs N data-parallel replicas, same workload"),
+    "fidelity-domains": ("scripts.fidelity.domains",
+                         "fidelity per domain: every method vs Full KV, the default's rule"),
+    # sim: throughput of workloads too long to measure
+    "calibrate": ("scripts.sim.calibrate", "step-cost model of the real runner: timed grid, fit"),
+    "simulate": ("scripts.sim.simulate",
+                 "throughput predicted by the real scheduler on a cost model"),
+    # gpu: several of the above in one call, logged
+    "gpu-suite": ("scripts.gpu.suite", "named stages of GPU tests and benchmarks, timed, logged"),
 }
+
+# Two-word spellings kept working: `fidelity decide ...` is `fidelity-decide ...`.
+ALIASES = {("fidelity", "decide"): "fidelity-decide"}
 
 
 def build_parser(chosen: str | None) -> argparse.ArgumentParser:
@@ -56,8 +77,16 @@ def load(name: str):
                          f"e.g. `pip install -e \".[test]\"`)") from None
 
 
+def resolve_aliases(argv: list[str]) -> list[str]:
+    for i, word in enumerate(argv):
+        if not word.startswith("-"):  # the subcommand
+            alias = ALIASES.get(tuple(argv[i:i + 2]))
+            return argv[:i] + [alias] + argv[i + 2:] if alias else argv
+    return argv
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    argv = resolve_aliases(sys.argv[1:] if argv is None else list(argv))
     chosen = next((a for a in argv if not a.startswith("-")), None)
     args = build_parser(chosen if chosen in SUBCOMMANDS else None).parse_args(argv)
     return load(args.subcommand).main(args) or 0

@@ -1,8 +1,8 @@
-"""Answer agreement statistics (scripts/agreement_stats.py)."""
+"""Answer agreement statistics (scripts/fidelity/agreement_stats.py)."""
 import pytest
 
-from scripts import agreement_stats as ast
-from scripts.fidelity_stats import standard_error
+from scripts.fidelity import agreement_stats as ast
+from scripts.fidelity.stats import standard_error
 
 
 def test_majority_breaks_ties_by_first_appearance():

@@ -1,10 +1,10 @@
-"""Cells shared by several runs (scripts/fidelity_batch.py) are found by each run's own
-`python -m scripts.fidelity ... --report-only`; the plan covers what issue 13 asks."""
+"""Cells shared by several runs (scripts/fidelity/batch.py) are found by each run's own
+`python -m scripts.bench fidelity ... --report-only`; the plan covers what issue 13 asks."""
 import pytest
 
-from scripts import fidelity, fidelity_batch as fb, fidelity_engine as fe
-from scripts import fidelity_group as fg
-from scripts import fidelity_plan as fp
+from scripts.fidelity import nll as fidelity, batch as fb, engine as fe
+from scripts.fidelity import group as fg
+from scripts.fidelity import plan as fp
 
 COMMON = "--device cpu --dtype float32 --text-tokens 12 --block-size 16 --budgets 32 64"
 
@@ -79,7 +79,7 @@ def test_the_h200_plan_covers_issue_13():
     assert groups["tuning"] not in p1["recent", 1024].kwargs["groups"]
     assert groups["generated"] in p1["recent", 2048].kwargs["groups"]
     assert [t.priority for t in tasks] == sorted(t.priority for t in tasks)
-    from scripts import agreement
+    from scripts.fidelity import agreement
     for flags in fp.agreement_groups(p, "results").values():
         g = fb.parse(agreement, flags)
         assert g.max_tokens >= 1024 and g.block_size == 16 and g.budgets == [128, 256, 512]
@@ -112,7 +112,7 @@ def test_the_h200_preset_plan_covers_issue_17():
 def test_the_candidate_plan_tunes_on_problems_the_test_runs_never_see():
     """Priority 6: GSM8K tuning problems follow priority 3's 100 in the same shuffle; MATH-500
     is every problem; priority 7 scores the same candidates at block 256 with the baselines."""
-    from scripts import agreement
+    from scripts.fidelity import agreement
     p = fp.PROFILES["h200"]
     groups = {n: fb.parse(agreement, f) for n, f in fp.agreement_groups(p, "results", (6,)).items()}
     tune, test = groups["gsm8k_tune"], groups["math500_candidates"]
@@ -145,7 +145,7 @@ def test_model_loading_is_memoised_once_per_process():
 
 
 def test_an_unknown_priority_is_rejected_before_any_work(capsys):
-    from scripts import fidelity_gpu
+    from scripts import bench
     with pytest.raises(SystemExit) as e:
-        fidelity_gpu.main(["--profile", "tiny", "--priorities", "8"])
+        bench.main(["fidelity-gpu", "--profile", "tiny", "--priorities", "8"])
     assert e.value.code == 2 and "invalid choice: 8" in capsys.readouterr().err

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scripts import fidelity_methods as fm
-from scripts.fidelity_cells import CellMismatch, CellStore
+from scripts.fidelity import methods as fm
+from scripts.fidelity.cells import CellMismatch, CellStore
 from zipage.compression.config import CompressionConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,7 +91,7 @@ def test_method_names():
 def test_cli_contract_and_bad_method_is_a_clear_error(capsys):
     import argparse
 
-    from scripts import agreement, fidelity
+    from scripts.fidelity import agreement, nll as fidelity
     for module in (fidelity, agreement):
         parser = argparse.ArgumentParser()
         module.add_arguments(parser)

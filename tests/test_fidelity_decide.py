@@ -1,9 +1,10 @@
-"""The decision rule of `python -m scripts.fidelity decide` (scripts/fidelity_decide.py)."""
+"""The decision rule of `python -m scripts.bench fidelity decide` (scripts/fidelity/decide.py)."""
 import json
 
 import pytest
 
-from scripts import fidelity, fidelity_decide as fd
+from scripts import bench
+from scripts.fidelity import decide as fd
 
 
 def result(tmp_path, name, deltas, paired=None, block=256, budgets=(1024, 2048)):
@@ -73,11 +74,11 @@ def test_tuning_selects_test_reports_and_failed_checks_are_said(tmp_path):
     assert text.splitlines()[-1].startswith("RECOMMENDED DEFAULT: `rw=0.5` (use_global_score=True")
 
 
-def test_cli_is_a_subcommand_of_fidelity_and_writes_only_its_out_file(tmp_path, capsys):
+def test_decide_is_a_subcommand_of_bench_and_writes_only_its_out_file(tmp_path, capsys):
     r = result(tmp_path, "fidelity_b256_solutions", {"attn": 0.01, "default": 0.03},
                paired={("default", "attn"): (0.02, 0.001)})
     out = tmp_path / "decision.md"
-    assert fidelity.cli(["decide", r, "--out", str(out)]) == 0
+    assert bench.main(["fidelity", "decide", r, "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "Selecting on TEST texts" in printed
     assert "RECOMMENDED DEFAULT: `attn` (use_global_score=False, use_pooling=False, " \

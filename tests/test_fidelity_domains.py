@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from scripts import fidelity_methods as fm
-from scripts.fidelity_report_domains import nominate, wins_everywhere
-from scripts.long_generations import keep_one, select_texts, split_problems
+from scripts.fidelity import methods as fm
+from scripts.fidelity.domain_report import nominate, wins_everywhere
+from scripts.fidelity.long_generations import keep_one, select_texts, split_problems
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.environ.get("ZIPAGE_DATA_DIR", os.path.join(ROOT, "..", "shared", "datasets"))

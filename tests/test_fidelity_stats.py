@@ -1,10 +1,10 @@
-"""Statistics of the fidelity benchmark (scripts/fidelity_stats.py, fidelity_report.py)."""
+"""Statistics of the fidelity benchmark (scripts/fidelity/stats.py, report.py)."""
 import math
 
 import pytest
 
-from scripts import fidelity_report as fr
-from scripts import fidelity_stats as fs
+from scripts.fidelity import report as fr
+from scripts.fidelity import stats as fs
 
 
 def rec(logprobs, argmax=None):

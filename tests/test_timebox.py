@@ -1,10 +1,11 @@
-"""The time-boxed runner of scripts/fidelity_gpu.py: priority order, the deadline (no task
-starts that cannot finish, running ones are killed), failures stay contained."""
+"""The time-boxed runner of `bench fidelity-gpu` (scripts/fidelity/timebox.py): priority
+order, the deadline (no task starts that cannot finish, running ones are killed), failures
+stay contained."""
 import time
 
 import pytest
 
-from scripts.timebox import Estimator, Task, run
+from scripts.fidelity.timebox import Estimator, Task, run
 
 FN = "timebox_tasks:write_after"
 

@@ -1,6 +1,6 @@
 """Compiled attention kernels on CUDA (store_kv, paged decode, paged prefill) against their
 PyTorch references, on fresh random inputs whose unused cache memory is NaN. Timings:
-scripts/kernels.py."""
+`python -m scripts.bench kernels`."""
 import pytest
 import torch
 

@@ -1,6 +1,6 @@
 """Compiled compression kernels on CUDA against their references, on engine-sized batches
 (Qwen3-8B heads, 64 requests of 2304 tokens, budget 2048) mixing every compaction aliasing
-case, and the pipeline's keep agreement. Timings: scripts/kernels.py."""
+case, and the pipeline's keep agreement. Timings: `python -m scripts.bench kernels`."""
 import pytest
 import torch
 

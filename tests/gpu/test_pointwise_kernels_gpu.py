@@ -1,5 +1,5 @@
 """Compiled QK-norm + RoPE and gated-activation kernels on CUDA against their references, at
-the decode and prefill shapes of Qwen3-8B / Llama. Timings: scripts/kernels.py."""
+the decode and prefill shapes of Qwen3-8B / Llama. Timings: `bench kernels`."""
 import pytest
 import torch
 

@@ -1,4 +1,4 @@
-"""Compiled sampling kernel on CUDA against its PyTorch reference. Timings: scripts/kernels.py."""
+"""Compiled sampling kernel on CUDA against its PyTorch reference. Timings: `bench kernels`."""
 import pytest
 import torch
 

@@ -6,7 +6,7 @@ import pytest
 
 from zipage.sim.measured import from_throughput
 
-RUN = "results/h200/s20261202d/w1_new_async.json"
+RUN = "results/bench/w1_throughput_s20261202d_async.json"
 
 
 @pytest.mark.parametrize("asynchronous", [True, False])

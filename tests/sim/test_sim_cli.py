@@ -104,7 +104,7 @@ def test_paper_sweep_writes_reports_and_plot(tmp_path, measured):
 
 def test_a_crash_in_a_later_config_keeps_the_finished_ones(tmp_path, monkeypatch):
     """On the H200 a CUDA error in the fourth config lost the three measured before it."""
-    from scripts import calibrate
+    from scripts.sim import calibrate
     real, calls = calibrate.calibrate_config, []
 
     def second_one_dies(a, text, *args):

@@ -1,0 +1,222 @@
+"""FP8 KV cache fidelity by teacher forcing (SmolLM2-135M, CPU): NLL of each KV storage vs
+the full-precision cache, for Full KV and for Zipage (default score) at some budgets.
+
+Storage variants ("kv"):
+  auto          the model dtype (fp32 on CPU): the reference of every cell
+  fp8           the engine's kv_cache_dtype="fp8": e4m3, a float32 scale per (token, KV head)
+  tensor1       simulated: e4m3 with one static scale 1.0 (vLLM's default without calibration)
+  layer_calib   simulated: e4m3 with a static scale per (layer, K or V) = amax / 448 over a
+                calibration text disjoint from the scored ones (vLLM-style calibrated scales)
+  head_calib    simulated: as layer_calib, one scale per (layer, KV head, K or V)
+Simulated variants quantise-dequantise K/V in the model-dtype cache at the write (the
+engine's KV write is wrapped); nothing else changes. Texts: MATH-500 problems + solutions
+(texts.py). Full KV cells run one engine prefill per text and score every
+position >= --score-from (teacher forcing is causal and prefill attention reads K/V back from
+the cache, so these are the log p of teacher-forced decoding, for one forward). A Zipage
+cell at budget B has the first B tokens as prompt and forces the rest through decode steps
+(compressing every block, as in a long generation); it is scored on positions >= B + block.
+
+  python -m scripts.bench fp8-fidelity --num-texts 4 --text-tokens 1536 --out results/fp8_full
+  python -m scripts.bench fp8-fidelity --num-texts 2 --text-tokens 1024 --block-size 64 \\
+      --full-variants --budgets 256 --out results/fp8_zipage_256
+"""
+import argparse
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+import torch
+
+import zipage.layers.attention as attention_mod
+from scripts.common import invocation
+from scripts.fidelity import engine as fe
+from scripts.fidelity import methods as fm
+from scripts.fidelity import texts as ft
+from zipage.kernels.fp8 import FP8_DTYPE, FP8_MAX
+
+ROOT = Path(__file__).resolve().parents[2]
+VARIANTS = ("auto", "fp8", "tensor1", "layer_calib", "head_calib")
+
+
+class _SimulatedStore:
+    """Wraps the engine's KV write: K/V rounded to e4m3 with static scales first. Layers are
+    called in order once per forward, so a counter mod L identifies the layer."""
+
+    def __init__(self, num_layers: int, scales=None):
+        self.L, self.scales, self.calls = num_layers, scales, 0
+        self.amax = None  # calibration: running |x| max per (K/V, layer, head)
+        self.original = attention_mod.store_kv
+
+    def __call__(self, key, value, k_cache, v_cache, slot_mapping, k_scale=None,
+                 v_scale=None):
+        layer = self.calls % self.L
+        self.calls += 1
+        if self.scales is None:  # calibrating: record, store unchanged
+            a = torch.stack([key.abs().amax((0, 2)), value.abs().amax((0, 2))])
+            if self.amax is None:
+                self.amax = torch.zeros(2, self.L, a.shape[1])
+            self.amax[:, layer] = torch.maximum(self.amax[:, layer], a)
+        else:
+            key, value = (_fake_fp8(x, self.scales[i, layer]) for i, x in enumerate((key, value)))
+        return self.original(key, value, k_cache, v_cache, slot_mapping, k_scale, v_scale)
+
+
+def _fake_fp8(x, scale):
+    """x (T, H, D) through e4m3 with scale (H,) or a scalar tensor (saturating)."""
+    s = scale.reshape(1, -1, 1) if scale.dim() else scale
+    q = (x.float() / s).clamp(-FP8_MAX, FP8_MAX).to(FP8_DTYPE)
+    return (q.float() * s).to(x.dtype)
+
+
+def _cache_model_loading():
+    """Parse the GGUF checkpoint, HF config and tokenizer once per process (every cell builds
+    an engine; fidelity_engine.cache_model_loading predates the loader's current layout)."""
+    import functools
+
+    import zipage.llm as zl
+    import zipage.models.loader as zloader
+    original, memo = zloader.checkpoint_tensors, {}
+
+    def tensors(path, gguf):
+        if (path, gguf) not in memo:
+            memo[path, gguf] = list(original(path, gguf))
+        return iter(memo[path, gguf])
+
+    zloader.checkpoint_tensors = tensors
+    zl.load_hf_config = functools.lru_cache(maxsize=None)(zl.load_hf_config)
+    zl.load_tokenizer = functools.lru_cache(maxsize=None)(zl.load_tokenizer)
+
+
+def _calibrate(model, text, num_layers, block, device):
+    sim = _SimulatedStore(num_layers)
+    attention_mod.store_kv = sim
+    try:
+        fe.run_engine(model, [text], len(text) - 1, None, block, {}, device)
+    finally:
+        attention_mod.store_kv = sim.original
+    return sim.amax / FP8_MAX  # (2, L, H)
+
+
+def _prefill_logprobs(args, texts, opts):
+    """log p(text[i]) for i >= 1 of every text, from one Full-KV engine prefill each."""
+    from zipage import LLM
+    from zipage.layers.attention import AttentionMetadata
+    n = max(len(t) for t in texts)
+    llm = LLM(args.model, device=args.device, block_size=args.block_size, max_num_seqs=1,
+              kv_cache_tokens=n + args.block_size, enable_prefix_caching=False, **opts)
+    runner, out = llm.runner, []
+    i32 = dict(dtype=torch.int32, device=runner.device)
+    with torch.inference_mode():
+        for t in texts:
+            ids = torch.tensor(t, device=runner.device)
+            meta = AttentionMetadata(
+                slot_mapping=torch.arange(len(t), device=runner.device), num_decode=0,
+                prefill_block_tables=torch.arange(-(-len(t) // args.block_size), **i32)[None],
+                prefill_cu_seqlens_q=torch.tensor([0, len(t)], **i32),
+                prefill_context_lens=torch.tensor([len(t)], **i32), prefill_max_q_len=len(t))
+            hidden = runner.model(ids, torch.arange(len(t), device=runner.device), meta)
+            lps = []
+            for s in range(0, len(t) - 1, 256):
+                e = min(s + 256, len(t) - 1)
+                logp = torch.log_softmax(runner.model.logits(hidden[s:e]).float(), -1)
+                lps += logp.gather(1, ids[s + 1:e + 1, None])[:, 0].tolist()
+            out.append(lps)
+    llm.shutdown()
+    return out
+
+
+def _run(args, texts, kv, budget, scales, num_layers):
+    opts = fm.options(fm.DEFAULT, args.sinks) if budget else {}
+    sim = None
+    if kv == "fp8":
+        opts = dict(opts, kv_cache_dtype="fp8")
+    elif kv != "auto":
+        s = {"tensor1": torch.ones(2, num_layers), "layer_calib": scales.amax(-1),
+             "head_calib": scales}[kv]
+        sim = _SimulatedStore(num_layers, s)
+        attention_mod.store_kv = sim
+    try:
+        if budget is None:  # log p of text[1:]: position i + 1 at index i
+            return _prefill_logprobs(args, texts, opts), 1
+        recs, _ = fe.run_engine(args.model, texts, budget, budget, args.block_size, opts,
+                                args.device)
+    finally:
+        if sim is not None:
+            attention_mod.store_kv = sim.original
+    return [r["logprobs"] for r in recs], budget
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--num-texts", type=int, default=4)
+    ap.add_argument("--text-tokens", type=int, default=2048)
+    ap.add_argument("--block-size", type=int, default=64)
+    ap.add_argument("--budgets", type=int, nargs="*", default=[256, 512])
+    ap.add_argument("--full-variants", nargs="*", default=list(VARIANTS), choices=VARIANTS)
+    ap.add_argument("--score-from", type=int, default=64, help="first scored position (Full KV)")
+    ap.add_argument("--sinks", type=int, default=4)
+    ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--out", default=str(ROOT / "results/fp8_fidelity"),
+                    help="writes OUT.json (per-token NLL of every cell) and OUT.md (the table)")
+
+
+def main(args) -> int:
+    torch.set_num_threads(1)
+    _cache_model_loading()
+    tok = fe.load_tokenizer(args.model)
+    data = os.path.join(os.environ.get("ZIPAGE_DATA_DIR", str(ROOT.parent / "shared/datasets")),
+                        "math500.jsonl")
+    texts, _ = ft.build_texts(tok, data, args.num_texts + 1, args.text_tokens, args.seed)
+    calib, texts = texts[0], texts[1:]  # calibration text is never scored
+    from zipage.models.loader import load_hf_config, resolve
+    from zipage.models.spec import spec_from_hf_config
+    num_layers = spec_from_hf_config(load_hf_config(*resolve(args.model, "auto"))).num_layers
+    scales = None
+    if any(kv.endswith("_calib") for kv in args.full_variants):
+        scales = _calibrate(args.model, calib, num_layers, args.block_size, args.device)
+    cells = [(kv, None) for kv in args.full_variants]
+    cells += [(kv, b) for b in args.budgets for kv in ("auto", "fp8")]
+    results, out = {}, Path(args.out)
+    for kv, budget in cells:
+        t0 = time.perf_counter()
+        lps, first = _run(args, texts, kv, budget, scales, num_layers)
+        score_from = budget + args.block_size if budget else args.score_from
+        nll = [-x for t in lps for x in t[score_from - first:]]
+        key = f"{kv}@{budget or 'full'}"
+        results[key] = dict(nll=nll, minutes=(time.perf_counter() - t0) / 60)
+        print(f"{key}: NLL {sum(nll) / len(nll):.5f} over {len(nll)} tokens "
+              f"({results[key]['minutes']:.1f} min)", flush=True)
+        args_ = {k: v for k, v in vars(args).items() if k != "subcommand"}  # as before `bench`
+        out.with_suffix(".json").write_text(json.dumps(dict(args=args_, cells=results)))
+    _report(args, results, out)
+
+
+def _delta(results, a, b):
+    """mean and standard error of the paired per-token NLL difference a - b."""
+    d = [x - y for x, y in zip(results[a]["nll"], results[b]["nll"])]
+    m = sum(d) / len(d)
+    se = math.sqrt(sum((x - m) ** 2 for x in d) / (len(d) - 1) / len(d))
+    return m, se
+
+
+def _report(args, results, out):
+    lines = [f"# FP8 KV cache fidelity ({args.model}, teacher forcing, CPU)", "",
+             f"`{invocation()}`", "",
+             f"{args.num_texts} MATH-500 texts x {args.text_tokens} tokens, block "
+             f"{args.block_size}; Full KV scored from position {args.score_from}, budget B "
+             f"from B + {args.block_size}. Delta: paired per-token NLL difference vs the "
+             f"full-precision (fp32) cache of the same cell, nats/token, ± standard error.",
+             "", "| cell | NLL | Delta vs auto | minutes |", "|---|---|---|---|"]
+    for key, r in results.items():
+        kv, b = key.split("@")
+        base = f"auto@{b}"
+        nll = sum(r["nll"]) / len(r["nll"])
+        delta = "" if kv == "auto" else "{:+.5f} ± {:.5f}".format(*_delta(results, key, base))
+        lines.append(f"| {key} | {nll:.5f} ({len(r['nll'])} tokens) | {delta} | "
+                     f"{r['minutes']:.1f} |")
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+

@@ -1,0 +1,1 @@
+"""`bench gpu-suite`: named stages of GPU tests and benchmarks in one call."""

@@ -1,0 +1,80 @@
+"""The GPU suite's stages: a name, what it checks, and its commands (`bench gpu-suite --list`).
+
+Each command is a name (its log is OUT/<name>.log), a wall-clock limit and an argument list;
+`{out}` in an argument is the suite's output folder. Adding a stage is one STAGES entry, e.g.
+
+    "fp8-kernels": Stage("FP8 kernels on CUDA", [
+        pytest("fp8_tests", 300, "-m", "gpu", "tests/gpu/test_fp8_kernels.py")]),
+
+Limits are what the commands took on one H200 plus a margin (docs/benchmarks.md).
+"""
+import sys
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str                 # also the log file: OUT/<name>.log
+    limit_s: int              # killed (rc 124) after this many seconds
+    argv: tuple[str, ...]
+
+    def resolved(self, out: str) -> list[str]:
+        return [a.replace("{out}", out) for a in self.argv]
+
+
+@dataclass(frozen=True)
+class Stage:
+    description: str
+    commands: list[Command]
+    env: dict = field(default_factory=dict)  # set for this stage's commands only
+
+
+def bench(name: str, limit_s: int, *args: str) -> Command:
+    return Command(name, limit_s, (sys.executable, "-m", "scripts.bench", *args))
+
+
+def pytest(name: str, limit_s: int, *args: str) -> Command:
+    return Command(name, limit_s, (sys.executable, "-m", "pytest", *args))
+
+
+# Issue 12's run (a): 192 x (128 -> 4096), budget 256 / block 32, a 200k-token pool
+LONG = ("--num-requests", "192", "--output-len", "4096", "--budget", "256", "--block-size", "32",
+        "--kv-cache-tokens", "200000")
+TP_TESTS = ("tests/distributed/test_tp_engine_gpu.py", "tests/distributed/test_tp_gpu.py")
+
+STAGES = {
+    "tests": Stage("every GPU check: kernels and engine on CUDA (pytest -m gpu)", [
+        pytest("tests", 540, "-m", "gpu", "tests/gpu", "-rA", "--junitxml={out}/tests.xml")]),
+    "quick": Stage("the fast subset of the GPU checks", [
+        pytest("quick", 240, "-m", "gpu and quick", "tests/gpu", "-rA")]),
+    "throughput": Stage("W1: our engine vs HF generate, Qwen3-8B shape, 256 x (128 -> 512)", [
+        bench("throughput", 420, "throughput", "--json", "{out}/throughput.json")]),
+    "long": Stage("Zipage vs Full KV on run (a), traced", [
+        bench("long", 540, "long", *LONG, "--json", "{out}/long.json",
+              "--trace", "{out}/long_trace.json.gz")]),
+    "compression": Stage("compression cost vs decode cost", [
+        bench("compression", 300, "compression", "--json", "{out}/compression.json")]),
+    "profile": Stage("where a decode step's time goes", [
+        bench("profile", 300, "profile", "--json", "{out}/profile.json")]),
+    "kernels": Stage("Triton kernels vs PyTorch references: speed", [
+        bench("kernels", 300, "kernels", "--json", "{out}/kernels.json")]),
+    "calibrate": Stage("step-cost model of the runner, four configs (docs/throughput_model.md)", [
+        bench("calibrate", 400, "calibrate", "--out", "{out}/step_cost.json")]),
+    "fidelity": Stage("fidelity and answer agreement, time-boxed (docs/fidelity.md); needs "
+                      "the SmolLM2 GGUF and gguf on PYTHONPATH, ZIPAGE_DATA_DIR", [
+        bench("fidelity", 440, "fidelity-gpu", "--max-wall-s", "380",
+              "--log-dir", "{out}/fidelity_logs", "--results-dir", "{out}/fidelity")],
+        env={"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}),
+    "multi-gpu": Stage("2 GPUs: tensor-parallel tests, 1 engine vs 2 replicas", [
+        pytest("tp_tests", 580, "-m", "gpu", "-rA", *TP_TESTS),
+        bench("dp", 580, "dp", "--replicas", "2", "--num-requests", "512", "--output-len",
+              "1024", "--json", "{out}/dp.json")]),
+    "tp-throughput": Stage("2 GPUs: W1 at TP=1 then TP=2", [
+        bench("tp1", 280, "throughput", "--skip-hf", "--json", "{out}/tp1.json"),
+        bench("tp2", 280, "throughput", "--skip-hf", "--tensor-parallel-size", "2",
+              "--json", "{out}/tp2.json")]),
+    "long-14b": Stage("2 GPUs: Qwen3-14B shape at TP=2 on run (a)'s workload", [
+        bench("long_14b", 580, "long", "--model", "qwen3-14b", "--tensor-parallel-size", "2",
+              *LONG[:8], "--json", "{out}/long_14b_tp2.json")]),
+}
+DEFAULT = ("tests", "throughput")

@@ -1,0 +1,153 @@
+"""Throughput predicted by the real scheduler on a step-cost model (zipage/sim): the engine's
+own Scheduler and BlockManager drive a SimRunner that advances a virtual clock.
+
+    python -m scripts.bench simulate --output-len 8192 --num-requests 128        # a workload
+    python -m scripts.bench simulate --mean-output-len 16384 --samples-per-prompt 32
+    python -m scripts.bench simulate --replay outputs/.../samples.jsonl --budget 1024
+    python -m scripts.bench simulate --validate R.json --trace R_trace.json.gz  # measured run
+    python -m scripts.bench simulate --paper --measured results/bench/*.json --jobs 2
+
+The cost model comes from --cost (a `bench calibrate` file; default: the one file
+results/bench/step_cost_*_<model>.json) or --fixed-cost (stated coefficients, no
+measurement: the numbers are then no prediction). Pool: --kv-cache-tokens, or the whole
+device (--gpu-memory-gib; default the calibrated GPU) sized by the engine's own memory
+arithmetic with the calibrated non-KV bytes.
+"""
+import glob
+
+from scripts import common as bc
+from scripts.sim.jobs import job, print_report, to_report
+from zipage.sim import report as rp
+from zipage.sim.calibration_file import Calibration
+from zipage.sim.lengths import Replay, read_samples
+from zipage.sim.paper import PAPER, SWEEP_BUDGETS, SWEEP_MEANS, length_distribution, run_jobs
+from zipage.sim.simulate import make_requests, replay_requests
+from zipage.sim.validate import load_report, mark_samples, markdown_table, predict_report, \
+    trace_breakdown, describe_lengths
+
+ENGINE_KEYS = {"full": "fullkv", "zipage": "zipage"}
+
+
+def add_arguments(p):
+    p.add_argument("--model", default="qwen3-8b", help="preset shape or checkpoint folder")
+    p.add_argument("--cost", metavar="CALIBRATION", help="step_cost_*.json of `bench calibrate`")
+    p.add_argument("--fixed-cost", action="store_true", help="stated coefficients, no measurement")
+    p.add_argument("--engines", nargs="+", default=["full", "zipage"], choices=list(ENGINE_KEYS))
+    p.add_argument("--num-requests", type=int, default=960)
+    p.add_argument("--samples-per-prompt", type=int, default=1, help="requests sharing a prompt")
+    p.add_argument("--prompt-len", type=int, default=128)
+    lengths = p.add_mutually_exclusive_group()
+    lengths.add_argument("--output-len", type=int, help="every request generates exactly this")
+    lengths.add_argument("--mean-output-len", type=float, help="capped lognormal with this mean")
+    lengths.add_argument("--replay", metavar="SAMPLES_JSONL", help="a harness run's samples")
+    p.add_argument("--max-output-len", type=int, default=PAPER["max_output_len"], help="the cap")
+    p.add_argument("--sigma", type=float, default=PAPER["sigma"], help="lognormal sigma")
+    p.add_argument("--budget", type=int, default=PAPER["budget"])
+    p.add_argument("--block-size", type=int, default=PAPER["block_size"])
+    pool = p.add_mutually_exclusive_group()
+    pool.add_argument("--kv-cache-tokens", type=int)
+    pool.add_argument("--gpu-memory-gib", type=float, help="device memory (default: calibrated)")
+    p.add_argument("--max-num-seqs", type=int, default=PAPER["max_num_seqs"])
+    p.add_argument("--max-num-batched-tokens", type=int, default=8192)
+    bc.add_async_argument(p, "the simulated engine schedules step N+1 while step N runs")
+    bc.add_scoring_arguments(p)
+    p.add_argument("--temperature", type=float, default=0.6)
+    bc.add_common_arguments(p)
+    p.add_argument("--validate", nargs="+", metavar="REPORT", help="measured `long --json` runs")
+    p.add_argument("--trace", nargs="+", metavar="TRACE",
+                   help="their traces (same order; - for a run without one)")
+    p.add_argument("--markdown", metavar="PATH", help="write the validation table here")
+    p.add_argument("--paper", action="store_true",
+                   help="paper workload (mean: --mean-output-len, default 16384), GPU sizes, "
+                        "sweep, plot")
+    p.add_argument("--sweep-means", type=float, nargs="+", default=list(SWEEP_MEANS))
+    p.add_argument("--sweep-budgets", type=int, nargs="+", default=list(SWEEP_BUDGETS))
+    p.add_argument("--measured", nargs="*", default=[], metavar="REPORT", help="plot these")
+    p.add_argument("--replot", metavar="SWEEP_JSON",
+                   help="redraw --plot from the curves of an earlier --paper run (its --json) "
+                        "with the --measured points (predicted with --cost); no new sweep")
+    p.add_argument("--plot", default="results/bench/speedup_vs_length.png")
+    p.add_argument("--jobs", type=int, default=1, help="simulations run in parallel processes")
+
+
+def calibration(a) -> Calibration | None:
+    if a.fixed_cost:
+        print("== FIXED COST MODEL (not measured): these numbers are not predictions")
+        return None
+    paths = [a.cost] if a.cost else sorted(glob.glob(f"results/bench/step_cost_*_{a.model}.json"))
+    if len(paths) != 1:
+        raise SystemExit(f"no single calibration for {a.model} ({paths or 'none found'}): run "
+                         f"`python -m scripts.bench calibrate` on the GPU, pass --cost, or "
+                         f"--fixed-cost for an uncalibrated run")
+    cal = Calibration(paths[0])
+    print(f"== cost model: {cal.path} ({cal.gpu}, {cal.model})")
+    return cal
+
+
+def workload(a):
+    """(requests, output_len for the report)."""
+    if a.replay:
+        requests = replay_requests(read_samples(a.replay))
+        return requests, Replay(a.replay).describe()
+    if a.mean_output_len is not None:
+        try:
+            dist = length_distribution(a.mean_output_len, a.max_output_len, a.sigma)
+        except ValueError as e:
+            raise SystemExit(f"--mean-output-len / --max-output-len / --sigma: {e}") from None
+        lengths = dist.draw(a.num_requests, a.seed)
+        return make_requests(lengths, a.prompt_len, a.samples_per_prompt), dist.describe()
+    n = a.output_len or a.max_output_len
+    a.max_output_len = n
+    return make_requests([n] * a.num_requests, a.prompt_len, a.samples_per_prompt), n
+
+
+def run_workload(a, cal) -> int:
+    requests, output_len = workload(a)
+    names = [ENGINE_KEYS[e] for e in a.engines]
+    results = run_jobs([job(a, cal, n, requests) for n in names], a.jobs)
+    report = to_report(a, cal, dict(zip(names, results)), output_len, len(requests))
+    print_report(report)
+    bc.write_json(a.json, report)
+    return 0
+
+
+def validate(a, cal) -> int:
+    if cal is None:
+        raise SystemExit("--validate needs a calibration (--cost), not --fixed-cost")
+    traces = a.trace or []
+    if traces and len(traces) != len(a.validate):
+        raise SystemExit("--trace: give one trace per --validate report, in the same order")
+    runs, out = [], []
+    for i, path in enumerate(a.validate):
+        measured = load_report(path)
+        predicted = predict_report(measured, cal.cost, cal.copy_bandwidth_Bps)
+        rows = mark_samples(rp.compare(measured, predicted), measured, cal.cost)
+        print(f"\n== {path}: {measured['num_requests']} x ({measured['prompt_len']} -> "
+              f"{describe_lengths(measured['output_len'])}), budget {measured['budget']} / block "
+              f"{measured['block_size']}, pool {measured['pool_tokens']}, "
+              f"{'async' if measured['async_scheduling'] else 'sync'}; "
+              + ", ".join(f"{r['engine']} {r['sample']}" for r in rows) + "\n"
+              + rp.format_comparison(rows))
+        if traces and traces[i] != "-":  # "-": this run has no trace
+            lines = trace_breakdown(traces[i], predicted, cal.cost, measured["block_size"])
+            print("\n".join(lines))
+        runs.append((path, rows))
+        out.append(dict(measured=path, rows=rows, predicted=predicted))
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(f"Cost model: `{cal.path}`. in-sample: the cost model was fitted to this "
+                    f"run's trace; held-out: it was not.\n\n" + markdown_table(runs))
+        print(f"== table written to {a.markdown}")
+    bc.write_json(a.json, dict(validation=out, cost_model=cal.path,
+                               tolerance=rp.TOLERANCE))
+    return 0 if all(r["within_tolerance"] for _, rows in runs for r in rows) else 1
+
+
+def main(a) -> int:
+    cal = calibration(a)
+    if a.validate:
+        return validate(a, cal)
+    if a.paper or a.replot:
+        from scripts.sim.paper import paper, replot
+        return replot(a, cal) if a.replot else paper(a, cal)
+    return run_workload(a, cal)
