@@ -50,6 +50,9 @@ def add_arguments(p):
     pool.add_argument("--kv-cache-tokens", type=int)
     pool.add_argument("--gpu-memory-gib", type=float, help="device memory (default: calibrated)")
     p.add_argument("--max-num-seqs", type=int, default=PAPER["max_num_seqs"])
+    p.add_argument("--kv-cache-dtype", default="auto", choices=("auto", "fp8"),
+                   help="KV cache of the simulated engines: its configs in the calibration and "
+                        "its pool size; with --paper, fp8 adds the FP8 paper runs next to bf16")
     p.add_argument("--max-num-batched-tokens", type=int, default=8192)
     bc.add_async_argument(p, "the simulated engine schedules step N+1 while step N runs")
     bc.add_scoring_arguments(p)
@@ -87,15 +90,16 @@ def calibration(a) -> Calibration | None:
 
 
 def cost_for(cal):
-    return (lambda engine, block: fixed_cost_model()) if cal is None else cal.cost
+    return (lambda engine, block, kv="auto": fixed_cost_model()) if cal is None else cal.cost
 
 
-def memory_for(a, cal, engine: str, gpu_gib: float | None = None):
+def memory_for(a, cal, engine: str, gpu_gib: float | None = None, kv_dtype: str = "auto"):
     if a.kv_cache_tokens is not None:
         return None
     gib = gpu_gib or a.gpu_memory_gib
     total = int(gib * 2**30) if gib else None
-    if cal is not None and (memory := cal.memory(engine, a.block_size, total)) is not None:
+    if cal is not None and (memory := cal.memory(engine, a.block_size, total,
+                                                 kv_dtype)) is not None:
         return memory
     if total is None:
         raise SystemExit("size the pool: --kv-cache-tokens or --gpu-memory-gib (the calibration "
@@ -103,8 +107,9 @@ def memory_for(a, cal, engine: str, gpu_gib: float | None = None):
     return estimated_memory(model_spec(a.model), bc.torch_dtype("bfloat16", None), total)
 
 
-def options(a, engine: str, budget: int | None = None) -> dict:
-    opts = dict(load_format="dummy", block_size=a.block_size, max_num_seqs=a.max_num_seqs,
+def options(a, engine: str, budget: int | None = None, kv_dtype: str = "auto") -> dict:
+    opts = dict(load_format="dummy", kv_cache_dtype=kv_dtype, block_size=a.block_size,
+                max_num_seqs=a.max_num_seqs,
                 max_num_batched_tokens=a.max_num_batched_tokens,
                 max_model_len=a.prompt_len + a.max_output_len + a.block_size,
                 async_scheduling=a.async_scheduling, seed=a.seed)
@@ -132,10 +137,15 @@ def workload(a):
     return make_requests([n] * a.num_requests, a.prompt_len, a.samples_per_prompt), n
 
 
-def job(a, cal, engine, requests, budget=None, gpu_gib=None, label="") -> dict:
-    return dict(label=label, model=a.model, options=options(a, engine, budget),
-                requests=requests, cost=cost_for(cal)(engine, a.block_size),
-                memory=memory_for(a, cal, engine, gpu_gib), seed=a.seed,
+def job(a, cal, engine, requests, budget=None, gpu_gib=None, label="", kv_dtype=None) -> dict:
+    kv_dtype = kv_dtype or a.kv_cache_dtype
+    try:
+        cost = cost_for(cal)(engine, a.block_size, kv_dtype)
+    except ValueError as e:  # no config of this engine and KV dtype
+        raise SystemExit(str(e)) from None
+    return dict(label=label, model=a.model, options=options(a, engine, budget, kv_dtype),
+                requests=requests, cost=cost,
+                memory=memory_for(a, cal, engine, gpu_gib, kv_dtype), seed=a.seed,
                 temperature=a.temperature, log_every_s=None if a.jobs > 1 else 60,
                 copy_bandwidth_Bps=cal.copy_bandwidth_Bps if cal else None)
 
