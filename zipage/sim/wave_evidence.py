@@ -119,15 +119,58 @@ def probe_predictions(old_path: str, waves_path: str, key: str = "fullkv/b256") 
     return out
 
 
+HYPOTHESES = {"no_waves_ms": "no waves", "kv_per_row_ms": "kv cost per row", "waves_ms": "waves"}
+
+
+def check_probe(predictions: list[dict], probe: dict, key: str = "fullkv/b256") -> str:
+    """Markdown: each probe point measured (a `calibrate --only` file) against each
+    hypothesis' prediction, and each hypothesis' rms error."""
+    from zipage.sim.calibration import device_seconds
+    measured = {g["name"]: 1e3 * device_seconds(g) for g in probe["raw"][key]["grid"]}
+    lines = ["| point | programs | measured ms | " + " | ".join(HYPOTHESES.values()) + " |",
+             "|---|---|---|" + "---|" * len(HYPOTHESES)]
+    errors = {h: [] for h in HYPOTHESES}
+    for p in predictions:
+        m = measured.get(p["point"])
+        if m is None:
+            continue
+        cells = []
+        for h in HYPOTHESES:
+            errors[h].append(p[h] / m - 1)
+            cells.append(f"{p[h]:.2f} ({100 * errors[h][-1]:+.1f}%)")
+        lines.append(f"| {p['point']} | {p['programs']} | {m:.2f} | " + " | ".join(cells) + " |")
+    rms = [f"{name} {100 * (sum(e * e for e in errors[h]) / max(len(errors[h]), 1)) ** 0.5:.1f}%"
+           for h, name in HYPOTHESES.items()]
+    return "\n".join(lines) + "\n\nrms error: " + ", ".join(rms) + "\n"
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("traces", nargs="+")
+    p.add_argument("traces", nargs="*")
     p.add_argument("--cost", required=True, help="calibration without decode waves")
     p.add_argument("--waves", required=True, help="the same calibration with decode waves")
     p.add_argument("--engine", default="fullkv")
     p.add_argument("--min-kv", type=int, default=100_000)
     p.add_argument("--min-steps", type=int, default=20)
+    p.add_argument("--write-probe", metavar="OUT", help="write each hypothesis' prediction of "
+                   "the probe points (before the probe runs)")
+    p.add_argument("--check-probe", nargs=2, metavar=("PREDICTIONS", "PROBE"),
+                   help="compare a --write-probe file with the measured probe")
     a = p.parse_args(argv)
+    if a.write_probe:
+        import json
+        from pathlib import Path
+        preds = probe_predictions(a.cost, a.waves)
+        Path(a.write_probe).write_text(json.dumps({
+            "probe": "bench calibrate --configs fullkv/b256 --rows " + " ".join(
+                map(str, PROBE_ROWS)) + " --only " + " ".join(f'"{n}"' for n in PROBE_POINTS),
+            "no_waves": a.cost, "waves": a.waves, "predictions": preds}, indent=1) + "\n")
+        print(f"== probe predictions written to {a.write_probe}")
+    if a.check_probe:
+        import json
+        from pathlib import Path
+        preds, probe = (json.loads(Path(x).read_text()) for x in a.check_probe)
+        print(check_probe(preds["predictions"], probe))
     old_cal, new_cal = Calibration(a.cost), Calibration(a.waves)
     for path in a.traces:
         trace = read_traces(path).get(a.engine)
