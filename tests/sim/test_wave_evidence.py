@@ -54,3 +54,12 @@ def test_probe_predictions_are_written_then_checked(tmp_path, capsys):
                     str(probe)]) == 0
     text = capsys.readouterr().out
     assert "rms error: no waves" in text and "waves 0.0%" in text
+
+
+def test_programs_per_sm_from_a_kernels_resources():
+    from zipage.sim.decode_occupancy import programs_per_sm
+    # the bf16 split kernel compiled for sm_90 (Triton 3.9): shared memory binds, 5 per SM
+    assert programs_per_sm(38912, 80) == {"by_shared_memory": 5, "by_registers": 6,
+                                          "programs_per_sm": 5}
+    # the fp8 one: 142 registers (144 allocated) per thread bind, 3 per SM
+    assert programs_per_sm(23040, 142)["programs_per_sm"] == 3

@@ -19,16 +19,20 @@ from zipage.sim.calibration_file import Calibration
 from zipage.sim.trace import features_of, read_traces
 
 
-def rows_table(records: list[dict], old, new, min_kv: int) -> list[dict]:
-    """``old`` and ``new``: cost models bound to the traced engine (``for_engine``)."""
+def rows_table(records: list[dict], old, new, min_kv: int, context_bin: int = 0) -> list[dict]:
+    """``old`` and ``new``: cost models bound to the traced engine (``for_engine``);
+    ``context_bin`` > 0 also splits each batch size by mean context (bins of that many
+    tokens)."""
     groups = defaultdict(list)
     for r in records:
         f = features_of(r)
         if f.is_mixed or f.compressions or r.get("device_s") is None or f.kv_read_tokens < min_kv:
             continue
-        groups[f.decode_rows].append((f, r["device_s"]))
+        ctx = f.kv_read_tokens // f.decode_rows
+        groups[(f.decode_rows, ctx // context_bin if context_bin else 0)].append(
+            (f, r["device_s"]))
     out = []
-    for rows, steps in sorted(groups.items()):
+    for (rows, _), steps in sorted(groups.items()):
         kv_coef = new.device.coefficients.get("kv_read_per_mtoken", 0.0)
 
         def per_token(f, d):
@@ -152,6 +156,8 @@ def main(argv=None) -> int:
     p.add_argument("--engine", default="fullkv")
     p.add_argument("--min-kv", type=int, default=100_000)
     p.add_argument("--min-steps", type=int, default=20)
+    p.add_argument("--context-bin", type=int, default=0,
+                   help="also split each batch size by mean context (bins of this many tokens)")
     p.add_argument("--write-probe", metavar="OUT", help="write each hypothesis' prediction of "
                    "the probe points (before the probe runs)")
     p.add_argument("--check-probe", nargs=2, metavar=("PREDICTIONS", "PROBE"),
@@ -185,7 +191,8 @@ def main(argv=None) -> int:
         if new.device.waves is None:
             raise SystemExit(f"{a.waves} has no decode waves (bench calibrate --decode-waves)")
         print(f"\n{path} ({a.engine}, block {key[1]}, max_num_seqs {bind['max_num_seqs']})\n")
-        print(markdown(rows_table(trace["records"], old, new, a.min_kv), a.min_steps))
+        print(markdown(rows_table(trace["records"], old, new, a.min_kv, a.context_bin),
+                       a.min_steps))
     return 0
 
 
