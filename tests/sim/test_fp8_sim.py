@@ -149,3 +149,14 @@ def test_paper_states_zipage_fp8_against_full_kv_bf16(tmp_path, capsys):
     assert (f"Zipage FP8 / Full KV bf16: {mixed['speedup']:.2f}x (bf16 / bf16: "
             f"{bf16['speedup']:.2f}x; FP8 / FP8: {fp8['speedup']:.2f}x)") in text
     assert not (tmp_path / "paper.json.partial.jsonl").exists()  # removed once written
+
+
+def test_an_fp8_calibration_writes_fp8_configs(tmp_path):
+    """`bench calibrate --kv-cache-dtype fp8` times the FP8 runner and keys its configs
+    ENGINE/bBLOCK/fp8, so they can join a bf16 file (a probe here: one point, no fit)."""
+    out = tmp_path / "probe.json"
+    assert bench.main(["calibrate", "--cpu-smoke", "--kv-cache-dtype", "fp8", "--configs",
+                       "fullkv/b16", "--only", "decode 8x128", "--out", str(out), "--warmup",
+                       "0", "--sync-reps", "1", "--reps", "2"]) == 0
+    data = json.loads(out.read_text())
+    assert list(data["raw"]) == ["fullkv/b16/fp8"] and data["workload"]["kv_cache_dtype"] == "fp8"

@@ -106,8 +106,3 @@ class DecodeWaves:
                 f"{self.wave}; a last wave of fewer than {self.saturating_programs} costs as "
                 f"many")
 
-
-def no_waste(sms: int, kv_heads: int) -> DecodeWaves:
-    """The model without waves (M = 0)."""
-    return DecodeWaves(sms, kv_heads, 1, 0)
-
