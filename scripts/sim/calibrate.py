@@ -11,6 +11,7 @@ memory the model leaves for the KV pool, copy bandwidth).
     python -m scripts.bench calibrate --host-from-trace T.json.gz --base step_cost.json --out X.json
     python -m scripts.bench calibrate --merge one_config.json --add-start --base step_cost.json \
         --out step_cost.json
+    python -m scripts.bench calibrate --decode-waves --base step_cost.json --out step_cost.json
 
 One model is built; each config (engine/block size) builds its runner on it (pool, query
 slots, CUDA graphs), times its grid, and frees it. --from-trace refits a calibration to the
@@ -30,15 +31,17 @@ from zipage.config import EngineConfig
 from zipage.models.loader import build_model, load_hf_config, resolve
 from zipage.models.spec import spec_from_hf_config
 from zipage.sampling_params import SamplingParams
-from zipage.sim.calibration_file import CALIBRATION_FORMAT
+from zipage.sim.calibration_file import CALIBRATION_FORMAT, config_key
 from zipage.sim.calibration import INPUTS, fit_cost_model, host_phase_samples, measure_grid
 from zipage.sim.cost_model import fixed_cost_model
 from zipage.sim.simulate import make_requests, simulate
 from zipage.sim.synthetic import calibration_grid
+from zipage.sim.waves_fit import refit_waves
 from zipage.worker.model_runner import ModelRunner
 
 PROBE_FORMAT = "zipage-step-probe/1"  # --only: raw timings of some points, not a cost model
 DEFAULT_CONFIGS = ["fullkv/b256", "zipage/b256", "zipage/b32", "fullkv/b32"]
+DEFAULT_ROWS = (1, 8, 32, 64, 128, 256, 384, 512)
 
 
 def add_arguments(p):
@@ -49,6 +52,8 @@ def add_arguments(p):
                         f"(default {' '.join(DEFAULT_CONFIGS)})")
     p.add_argument("--budget-blocks", type=int, default=8, help="Zipage C: budget = C x block")
     p.add_argument("--max-num-seqs", type=int, default=512, help="largest batch timed")
+    p.add_argument("--rows", type=int, nargs="+", default=list(DEFAULT_ROWS),
+                   help="decode batch sizes of the grid (default %(default)s)")
     p.add_argument("--max-num-batched-tokens", type=int, default=8192)
     p.add_argument("--max-model-len", type=int, default=128 + 32768 + 256)
     p.add_argument("--temperature", type=float, default=0.6, help="sampling of every row")
@@ -87,6 +92,9 @@ def add_arguments(p):
                    help="--host-from-trace refits only these configs (default: all of "
                         "--host-engines)")
     p.add_argument("--merge-note", help="where the merged configs were measured (in words)")
+    p.add_argument("--decode-waves", action="store_true",
+                   help="refit every config's device model of --base with the decode kernel's "
+                        "waves fitted to its raw grid (CPU; docs/throughput_model.md)")
     p.add_argument("--base", help="calibration file that --merge / --from-trace / --add-start "
                                   "refit")
 
@@ -140,7 +148,7 @@ def calibrate_config(a, text, model, spec, model_name, base, device, dtype) -> t
     print(f"== {text}: runner built in {time.perf_counter() - t0:.1f} s; "
           f"{plan.describe(block, a.max_model_len, cfg.num_kept_blocks)}", flush=True)
     pool = plan.num_blocks * block
-    rows = (1, 2, 4, 8) if a.cpu_smoke else (1, 8, 32, 64, 128, 256, 384, 512)
+    rows = (1, 2, 4, 8) if a.cpu_smoke else tuple(sorted(set(a.rows)))
     points = calibration_grid(engine == "zipage", block, cfg.num_kept_blocks, pool,
                               a.max_num_seqs, a.max_num_batched_tokens, a.max_model_len - block,
                               rows)
@@ -173,7 +181,8 @@ def calibrate_config(a, text, model, spec, model_name, base, device, dtype) -> t
         host += host_phase_samples(lambda **kw: simulate(
             model_name, sim_opts, requests, fixed_cost_model(), spec=spec, **kw),
             a.host_steps // 3)
-    meta = {"engine": engine, "block_size": block, "budget": cfg.budget, "model": a.model,
+    meta = {"engine": engine, "block_size": block, "kv_cache_dtype": a.kv_cache_dtype,
+            "budget": cfg.budget, "model": a.model,
             "sampling": {"temperature": a.temperature}, "scoring": a.scoring,
             "inputs": a.inputs}
     cost = fit_cost_model(grid, host, meta)
@@ -187,7 +196,7 @@ def calibrate_config(a, text, model, spec, model_name, base, device, dtype) -> t
 
 
 def main(a) -> int:
-    if a.from_trace or a.add_start or a.merge or a.host_from_trace:
+    if a.from_trace or a.add_start or a.merge or a.host_from_trace or a.decode_waves:
         from scripts.sim.refit import refit
         return refit(a)
     if a.cpu_smoke:
@@ -203,7 +212,7 @@ def main(a) -> int:
     workload = {k: getattr(a, k) for k in (
         "model", "configs", "budget_blocks", "max_num_seqs", "max_num_batched_tokens",
         "max_model_len", "temperature", "warmup", "sync_reps", "reps", "sustain_s", "scoring",
-        "inputs", "only")}
+        "inputs", "only", "kv_cache_dtype", "rows")}
     env = bc.print_header(device, workload)
     started = time.perf_counter()
     path, gguf = resolve(model_name, base.get("load_format", "auto"))
@@ -218,12 +227,15 @@ def main(a) -> int:
             "environment": env, "workload": workload, "seconds": None, "complete": False,
             "models": {}, "raw": {}}
     for text in a.configs:
-        cost, data["raw"][text] = calibrate_config(a, text, model, spec, model_name, base,
-                                                   device, dtype)
+        key = config_key(*parse_config(text), a.kv_cache_dtype)
+        cost, data["raw"][key] = calibrate_config(a, text, model, spec, model_name, base,
+                                                  device, dtype)
         if cost is not None:
-            data["models"][text] = cost
+            data["models"][key] = cost
         data["seconds"] = time.perf_counter() - started
         bc.write_json(out, data)  # each finished config is on disk before the next starts
+    if not a.only and env.get("sm_count"):  # a GPU: fit its decode kernel's waves
+        refit_waves(data)
     copy_bw = copy_bandwidth(device) if device.type == "cuda" else None
     data.update(copy_bandwidth_GBps=copy_bw / 1e9 if copy_bw else None, complete=True,
                 seconds=time.perf_counter() - started)

@@ -9,15 +9,16 @@ from zipage.sim.shapes import estimated_memory, model_spec
 
 
 def cost_for(cal):
-    return (lambda engine, block: fixed_cost_model()) if cal is None else cal.cost
+    return (lambda engine, block, kv="auto": fixed_cost_model()) if cal is None else cal.cost
 
 
-def memory_for(a, cal, engine: str, gpu_gib: float | None = None):
+def memory_for(a, cal, engine: str, gpu_gib: float | None = None, kv_dtype: str = "auto"):
     if a.kv_cache_tokens is not None:
         return None
     gib = gpu_gib or a.gpu_memory_gib
     total = int(gib * 2**30) if gib else None
-    if cal is not None and (memory := cal.memory(engine, a.block_size, total)) is not None:
+    if cal is not None and (memory := cal.memory(engine, a.block_size, total,
+                                                 kv_dtype)) is not None:
         return memory
     if total is None:
         raise SystemExit("size the pool: --kv-cache-tokens or --gpu-memory-gib (the calibration "
@@ -25,8 +26,9 @@ def memory_for(a, cal, engine: str, gpu_gib: float | None = None):
     return estimated_memory(model_spec(a.model), bc.torch_dtype("bfloat16", None), total)
 
 
-def options(a, engine: str, budget: int | None = None) -> dict:
-    opts = dict(load_format="dummy", block_size=a.block_size, max_num_seqs=a.max_num_seqs,
+def options(a, engine: str, budget: int | None = None, kv_dtype: str = "auto") -> dict:
+    opts = dict(load_format="dummy", kv_cache_dtype=kv_dtype, block_size=a.block_size,
+                max_num_seqs=a.max_num_seqs,
                 max_num_batched_tokens=a.max_num_batched_tokens,
                 max_model_len=a.prompt_len + a.max_output_len + a.block_size,
                 async_scheduling=a.async_scheduling, seed=a.seed)
@@ -37,10 +39,15 @@ def options(a, engine: str, budget: int | None = None) -> dict:
     return opts
 
 
-def job(a, cal, engine, requests, budget=None, gpu_gib=None, label="") -> dict:
-    return dict(label=label, model=a.model, options=options(a, engine, budget),
-                requests=requests, cost=cost_for(cal)(engine, a.block_size),
-                memory=memory_for(a, cal, engine, gpu_gib), seed=a.seed,
+def job(a, cal, engine, requests, budget=None, gpu_gib=None, label="", kv_dtype=None) -> dict:
+    kv_dtype = kv_dtype or a.kv_cache_dtype
+    try:
+        cost = cost_for(cal)(engine, a.block_size, kv_dtype)
+    except ValueError as e:  # no config of this engine and KV dtype
+        raise SystemExit(str(e)) from None
+    return dict(label=label, model=a.model, options=options(a, engine, budget, kv_dtype),
+                requests=requests, cost=cost,
+                memory=memory_for(a, cal, engine, gpu_gib, kv_dtype), seed=a.seed,
                 temperature=a.temperature, log_every_s=None if a.jobs > 1 else 60,
                 copy_bandwidth_Bps=cal.copy_bandwidth_Bps if cal else None)
 

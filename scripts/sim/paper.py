@@ -1,9 +1,12 @@
 """`bench simulate --paper`: the paper workload (zipage/sim/paper.py) on the whole GPU and on
 40 / 80 GiB devices, the speedup-vs-mean-output-length sweep over budgets, and its plot with
 the measured points (and the simulator's prediction of each measured workload)."""
+from pathlib import Path
+
 from scripts import common as bc
 from scripts.sim.jobs import job, print_report, to_report
-from zipage.sim.paper import GPU_SIZES_GIB, PAPER, paper_requests, plot_speedup, run_jobs
+from zipage.sim.paper import GPU_SIZES_GIB, KV_DTYPE_REPORTS, PAPER, kv_dtype_comparison, \
+    paper_requests, plot_speedup, run_jobs
 from zipage.sim.validate import load_report, mean_length, predict_report
 
 
@@ -26,12 +29,13 @@ def paper(a, cal) -> int:
                                              seed=a.seed)
         return workloads[mean][0]
 
-    def add(engine, mean, budget, gib=None):
-        key = (engine, mean, budget if engine == "zipage" else None, gib)
+    def add(engine, mean, budget, gib=None, kv="auto"):
+        key = (engine, mean, budget if engine == "zipage" else None, gib, kv)
         if key not in jobs:
-            where = f", {gib} GiB" if gib else ""
+            where = (f", {gib} GiB" if gib else "") + (f", {kv} KV" if kv != "auto" else "")
             jobs[key] = job(a, cal, engine, requests(mean), budget, gib, label=(
-                f"{engine} mean {mean:.0f}" + (f" budget {budget}" if budget else "") + where))
+                f"{engine} mean {mean:.0f}" + (f" budget {budget}" if budget else "") + where),
+                kv_dtype=kv)
 
     for mean in a.sweep_means:
         add("fullkv", mean, None)
@@ -40,24 +44,39 @@ def paper(a, cal) -> int:
     for gib in (None, *GPU_SIZES_GIB):
         add("fullkv", paper_mean, None, gib)
         add("zipage", paper_mean, a.budget, gib)
-    print(f"== {len(jobs)} simulations of {len(requests(paper_mean))} requests each")
+    fp8 = a.kv_cache_dtype == "fp8"
+    if fp8:  # the whole GPU with FP8 KV: both engines
+        add("fullkv", paper_mean, None, None, "fp8")
+        add("zipage", paper_mean, a.budget, None, "fp8")
+    out_json = a.json or "results/bench/paper_prediction.json"
+    checkpoint = out_json + ".partial.jsonl"  # each finished simulation: a rerun resumes
+    print(f"== {len(jobs)} simulations of {len(requests(paper_mean))} requests each "
+          f"(finished ones also go to {checkpoint})")
     results = dict(zip(jobs, run_jobs(list(jobs.values()), a.jobs,
-                                           log=lambda line: print(line, flush=True))))
+                                      log=lambda line: print(line, flush=True),
+                                      checkpoint=checkpoint)))
 
-    def pair(mean, budget, gib=None):
-        engines = {"fullkv": results[("fullkv", mean, None, gib)],
-                   "zipage": results[("zipage", mean, budget, gib)]}
+    def pair(mean, budget, gib=None, full_kv="auto", zipage_kv="auto"):
+        engines = {"fullkv": results[("fullkv", mean, None, gib, full_kv)],
+                   "zipage": results[("zipage", mean, budget, gib, zipage_kv)]}
         return to_report(a, cal, engines, workloads[mean][1], len(requests(mean)), budget,
-                         gpu_memory_gib=gib)
+                         gpu_memory_gib=gib, kv_cache_dtype={"fullkv": full_kv,
+                                                             "zipage": zipage_kv})
 
     reports = {f"mean{m:.0f}_budget{b}": pair(m, b) for m in a.sweep_means for b in a.sweep_budgets}
     reports["paper"] = pair(paper_mean, a.budget)
     for gib in GPU_SIZES_GIB:
         reports[f"paper_{gib}GiB"] = pair(paper_mean, a.budget, gib)
+    if fp8:
+        for name, (full_kv, zipage_kv) in KV_DTYPE_REPORTS.items():
+            reports[name] = pair(paper_mean, a.budget, None, full_kv, zipage_kv)
     for name in ("paper", *(f"paper_{gib}GiB" for gib in GPU_SIZES_GIB)):
         print(f"\n== {name}: mean output {paper_mean:.0f} (cap {a.max_output_len}), budget "
               f"{a.budget} / block {a.block_size}")
         print_report(reports[name])
+    if fp8:
+        print("\n== FP8 KV, paper workload on the whole GPU:")
+        print("\n".join(kv_dtype_comparison(reports)))
     curves = {b: [(m, reports[f"mean{m:.0f}_budget{b}"]["speedup"]) for m in a.sweep_means]
               for b in a.sweep_budgets}
     points = [measured_point(path, cal) for path in a.measured]
@@ -65,8 +84,8 @@ def paper(a, cal) -> int:
     plot_speedup(curves, points, a.plot, plot_title(a.model, cal, len(requests(paper_mean)),
                                                     a.sigma, a.max_output_len))
     print(f"== plot written to {a.plot}")
-    bc.write_json(a.json or "results/bench/paper_prediction.json",
-                  dict(reports=reports, measured_points=points, curves=curves))
+    bc.write_json(out_json, dict(reports=reports, measured_points=points, curves=curves))
+    Path(checkpoint).unlink(missing_ok=True)
     return 0
 
 

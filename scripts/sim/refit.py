@@ -11,16 +11,13 @@ import json
 from pathlib import Path
 
 from scripts import common as bc
+from zipage.sim.calibration_file import config_key, nearest_config, parse_key
 from zipage.sim.cost_model import CostModel
 from zipage.sim.host_refit import refit_host
 from zipage.sim.merge import merge_configs
 from zipage.sim.refit import add_start, refit_from_traces
 from zipage.sim.trace import read_traces
-
-
-def nearest_key(models: dict, engine: str, block_size: int) -> str | None:
-    mine = {int(k.split("/b")[1]): k for k in models if k.startswith(engine + "/b")}
-    return mine[min(mine, key=lambda b: (abs(b - block_size), b))] if mine else None
+from zipage.sim.waves_fit import refit_waves
 
 
 def traces_by(paths: list[str], key) -> dict[str, list[dict]]:
@@ -34,13 +31,14 @@ def traces_by(paths: list[str], key) -> dict[str, list[dict]]:
 
 
 def traces_by_config(paths: list[str]) -> dict[str, list[dict]]:
-    return traces_by(paths, lambda e, t: f"{e}/b{t['options'].get('block_size', 256)}")
+    return traces_by(paths, lambda e, t: config_key(e, t["options"].get("block_size", 256),
+                                                   t["options"].get("kv_cache_dtype", "auto")))
 
 
 def refit(a) -> int:
     if not a.base or not a.out:
-        raise SystemExit("--merge / --from-trace / --host-from-trace / --add-start need --base "
-                         "(a calibration file) and --out")
+        raise SystemExit("--merge / --from-trace / --host-from-trace / --add-start / "
+                         "--decode-waves need --base (a calibration file) and --out")
     data = json.loads(Path(a.base).read_text())
     merged = None
     for path in a.merge or []:
@@ -50,9 +48,9 @@ def refit(a) -> int:
         add_start(data, keys=merged)  # with --merge: the merged configs only
         data["start_added"] = True
     for key, traces in traces_by_config(a.from_trace or []).items():
-        engine, block = key.split("/b")
-        base_key = key if key in data["models"] else nearest_key(data["models"], engine,
-                                                                 int(block))
+        engine, block, kv_dtype = parse_key(key)
+        base_key = key if key in data["models"] else nearest_config(data["models"], engine,
+                                                                    block, kv_dtype)
         if base_key is None:
             raise SystemExit(f"{a.base} has no {engine} model to refit with "
                              f"{[t['path'] for t in traces]}")
@@ -72,6 +70,8 @@ def refit(a) -> int:
               f"{fit['device']['max_abs_rel_error']:.1%}{grid_err}")
     if a.from_trace:
         data["refitted_from"] = a.from_trace
+    if a.decode_waves:
+        refit_waves(data)
     if a.host_from_trace:
         refit_host_phases(data, a.host_from_trace, a.host_engines, a.host_configs)
     bc.write_json(a.out, data)

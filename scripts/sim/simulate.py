@@ -48,6 +48,9 @@ def add_arguments(p):
     pool.add_argument("--kv-cache-tokens", type=int)
     pool.add_argument("--gpu-memory-gib", type=float, help="device memory (default: calibrated)")
     p.add_argument("--max-num-seqs", type=int, default=PAPER["max_num_seqs"])
+    p.add_argument("--kv-cache-dtype", default="auto", choices=("auto", "fp8"),
+                   help="KV cache of the simulated engines: its configs in the calibration and "
+                        "its pool size; with --paper, fp8 adds the FP8 paper runs next to bf16")
     p.add_argument("--max-num-batched-tokens", type=int, default=8192)
     bc.add_async_argument(p, "the simulated engine schedules step N+1 while step N runs")
     bc.add_scoring_arguments(p)

@@ -2,10 +2,11 @@
 (zipage/sim/features.py). The form is ``FORM``: linear in its coefficients, every
 coefficient >= 0, fitted by non-negative least squares on relative error.
 """
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from zipage.sim.decode_waves import DecodeWaves
 from zipage.sim.features import StepFeatures
 
 # Linear device terms: (name, feature -> value). Scales keep the fit well conditioned.
@@ -33,7 +34,9 @@ HOST_PHASES = ("schedule", "launch", "post")
 OPTIONAL_HOST_PHASES = ("start",)
 DEFAULT_ROW_KNOTS = (1, 8, 32, 64, 128, 256, 512)
 FORM = """device_s = T(rows)                       # a table over rows, linearly interpolated
-         + c_kv  * kv_read_tokens        # decode attention: KV bytes read
+         + c_kv  * kv_read_tokens * W    # decode attention: KV bytes read; W >= 1 the waste
+                                         # of the decode kernel's last wave (decode_waves.py;
+                                         # 1 without decode_waves)
          + c_pf  * prefill_tokens        # prefill GEMM FLOPs
          + c_att * prefill_attention     # prefill attention FLOPs (q_len x context)
          + c_mix * [step has a prefill]  # eager forward (no CUDA graph): launch overhead
@@ -90,9 +93,11 @@ def nnls(A: np.ndarray, b: np.ndarray, max_iter: int = 500) -> np.ndarray:
 @dataclass
 class LinearModel:
     """seconds = sum of coefficient x term value; a device model (with the table T(rows) over
-    ``row_knots``) or a host model (``row_knots`` empty)."""
+    ``row_knots``, and the decode kernel's ``waves`` if calibrated) or a host model
+    (``row_knots`` empty)."""
     coefficients: dict[str, float]
     row_knots: tuple[int, ...] = ()
+    waves: DecodeWaves | None = None
 
     def terms(self, f: StepFeatures) -> dict[str, float]:
         if not self.row_knots:
@@ -100,6 +105,8 @@ class LinearModel:
         weights = hat_weights(f.rows, self.row_knots)
         values = {f"rows@{k}": w for k, w in zip(self.row_knots, weights)}
         values.update({name: fn(f) for name, fn in DEVICE_TERMS.items()})
+        if self.waves is not None:
+            values["kv_read_per_mtoken"] *= self.waves.waste(f)
         return values
 
     def __call__(self, f: StepFeatures) -> float:
@@ -108,14 +115,14 @@ class LinearModel:
 
 
 def fit_linear(features: list[StepFeatures], seconds: list[float],
-               row_knots: tuple[int, ...] = (),
-               weights: list[float] | None = None) -> tuple[LinearModel, dict]:
+               row_knots: tuple[int, ...] = (), weights: list[float] | None = None,
+               waves: DecodeWaves | None = None) -> tuple[LinearModel, dict]:
     """Non-negative fit on relative error (every step counts alike, short or long, unless
     ``weights`` scale a point's squared error). Returns the model and its fit error on these
     points."""
     if not features:
         raise ValueError("no measured steps to fit")
-    probe = LinearModel({}, tuple(row_knots))
+    probe = LinearModel({}, tuple(row_knots), waves)
     names = list(probe.terms(features[0]))
     A = np.array([[probe.terms(f)[n] for n in names] for f in features])
     y = np.asarray(seconds, dtype=float)
@@ -125,7 +132,7 @@ def fit_linear(features: list[StepFeatures], seconds: list[float],
     x = np.zeros(len(names))
     w = np.sqrt(np.asarray(weights, dtype=float)) if weights is not None else np.ones(len(y))
     x[used] = nnls(A[:, used] * (w / y)[:, None], w)
-    model = LinearModel(dict(zip(names, map(float, x))), tuple(row_knots))
+    model = LinearModel(dict(zip(names, map(float, x))), tuple(row_knots), waves)
     return model, fit_error(model, features, seconds)
 
 
@@ -151,19 +158,30 @@ class CostModel:
             return 0.0
         return self.host[phase](f)
 
+    def for_engine(self, max_num_seqs: int, enforce_eager: bool) -> "CostModel":
+        """This model for an engine with these options (its CUDA-graph batch sizes decide
+        the decode kernel's waves); the same model if it has no waves."""
+        if self.device.waves is None:
+            return self
+        device = replace(self.device, waves=self.device.waves.for_engine(max_num_seqs,
+                                                                          enforce_eager))
+        return CostModel(device, self.host, self.meta)
+
     def start_s(self, f: StepFeatures) -> float:
         """Idle device time at the start of a step launched on an idle device: the start
         phase, never more than the launch itself."""
         return min(self.host_s("start", f), self.host_s("launch", f))
 
     def to_dict(self) -> dict:
+        waves = {} if self.device.waves is None else {"decode_waves": self.device.waves.to_dict()}
         return {"form": FORM, "row_knots": list(self.device.row_knots),
-                "device": self.device.coefficients,
+                "device": self.device.coefficients, **waves,
                 "host": {p: m.coefficients for p, m in self.host.items()}, "meta": self.meta}
 
     @classmethod
     def from_dict(cls, d: dict) -> "CostModel":
-        device = LinearModel(dict(d["device"]), tuple(d["row_knots"]))
+        waves = DecodeWaves.from_dict(d["decode_waves"]) if "decode_waves" in d else None
+        device = LinearModel(dict(d["device"]), tuple(d["row_knots"]), waves)
         _check_terms(device.coefficients, device.terms(StepFeatures()), "device")
         unknown = sorted(set(d["host"]) - set(HOST_PHASES) - set(OPTIONAL_HOST_PHASES))
         if unknown:

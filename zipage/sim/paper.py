@@ -6,9 +6,13 @@ lengths: the capped lognormal of zipage/sim/lengths.py with mean 16,384 (an assu
 published run's lengths are not known here; --replay a run's samples.jsonl to use real ones).
 The sweep varies the mean (a mean equal to the cap means every sample runs to the cap).
 """
+import dataclasses
+import hashlib
+import json
 import multiprocessing
 import os
 import time
+from pathlib import Path
 
 from zipage.sim.lengths import CappedLognormal, Fixed
 from zipage.sim.simulate import make_requests, simulate
@@ -44,29 +48,101 @@ def _run(indexed: tuple[int, dict]) -> tuple[int, dict]:
     return i, simulate(**kwargs)
 
 
-def run_jobs(jobs: list[dict], processes: int = 1, log=None) -> list[dict]:
+def _plain(x):
+    if hasattr(x, "to_dict"):
+        return x.to_dict()
+    if dataclasses.is_dataclass(x):
+        return dataclasses.asdict(x)
+    raise TypeError(f"{type(x).__name__} is not JSON")
+
+
+def job_key(job: dict) -> str:
+    """What a job's result depends on (workload, options, cost model, memory, seed), hashed:
+    a checkpoint's result counts for a job only if the key matches."""
+    payload = {k: v for k, v in job.items() if k != "log_every_s"}
+    text = json.dumps(payload, default=_plain, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def read_checkpoint(path: str | None) -> dict[str, dict]:
+    """key -> result of the simulations a checkpoint holds (a line cut short by a kill is
+    skipped)."""
+    if not path or not Path(path).exists():
+        return {}
+    out = {}
+    for line in Path(path).read_text().splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        out[entry["key"]] = entry["result"]
+    return out
+
+
+def run_jobs(jobs: list[dict], processes: int = 1, log=None,
+             checkpoint: str | None = None) -> list[dict]:
     """simulate(**job) for every job, in parallel processes if asked; results in job order.
     ``log`` gets a line as each one finishes (its ``label``, tok/s, CPU seconds): a sweep
-    runs for many minutes."""
+    runs for many minutes. ``checkpoint``: a JSON-lines file that gets each result as it
+    finishes; a rerun takes the results it holds for the same jobs (an interrupted sweep
+    resumes) and simulates only the others."""
     results, started = [None] * len(jobs), time.perf_counter()
+    keys = [job_key(j) for j in jobs] if checkpoint else [None] * len(jobs)
+    saved = read_checkpoint(checkpoint)
 
-    def done(i: int, r: dict) -> None:
+    def done(i: int, r: dict, resumed: bool = False) -> None:
         results[i] = r
+        if checkpoint and not resumed:
+            with open(checkpoint, "a") as f:
+                f.write(json.dumps({"key": keys[i], "label": jobs[i]["label"], "result": r})
+                        + "\n")
         if log is not None:
             n = sum(x is not None for x in results)
+            how = (f"from {checkpoint}" if resumed else
+                   f"{r['simulation_cpu_s']:.0f} CPU s ({time.perf_counter() - started:.0f} s "
+                   f"elapsed)")
             log(f"  [{n}/{len(jobs)}] {jobs[i]['label'] or f'job {i}'}: "
-                f"{r['output_tokens_per_s']:,.0f} tok/s simulated, {r['simulation_cpu_s']:.0f} "
-                f"CPU s ({time.perf_counter() - started:.0f} s elapsed)")
+                f"{r['output_tokens_per_s']:,.0f} tok/s simulated, {how}")
 
-    if processes <= 1 or len(jobs) <= 1:
-        for i, j in enumerate(jobs):
-            done(*_run((i, j)))
+    todo = []
+    for i, key in enumerate(keys):
+        if key in saved:
+            done(i, saved[key], resumed=True)
+        else:
+            todo.append(i)
+    if processes <= 1 or len(todo) <= 1:
+        for i in todo:
+            done(*_run((i, jobs[i])))
         return results
     ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
-    with ctx.Pool(min(processes, len(jobs))) as pool:
-        for i, r in pool.imap_unordered(_run, list(enumerate(jobs)), chunksize=1):
+    with ctx.Pool(min(processes, len(todo))) as pool:
+        for i, r in pool.imap_unordered(_run, [(i, jobs[i]) for i in todo], chunksize=1):
             done(i, r)
     return results
+
+
+# --paper --kv-cache-dtype fp8: the paper workload (whole GPU) with each engine's KV in each
+# dtype; report name -> (Full KV's dtype, Zipage's dtype)
+KV_DTYPE_REPORTS = {"paper": ("auto", "auto"), "paper_fp8": ("fp8", "fp8"),
+                    "paper_zipage_fp8_vs_fullkv_bf16": ("auto", "fp8")}
+
+
+def kv_dtype_comparison(reports: dict) -> list[str]:
+    """Lines: each engine in each KV dtype (tok/s, mean running, preemptions, pool), then
+    the speedups, Zipage FP8 over Full KV bf16 first (the figure FP8 is for)."""
+    runs = {}
+    for name, (full_dtype, zipage_dtype) in KV_DTYPE_REPORTS.items():
+        runs[("Full KV", full_dtype)] = reports[name]["fullkv"]
+        runs[("Zipage", zipage_dtype)] = reports[name]["zipage"]
+    lines = [f"{'engine':<9}{'KV':<6}{'tok/s':>9}{'mean run':>10}{'preempt':>9}{'pool tok':>10}"]
+    for (engine, dtype), e in sorted(runs.items()):
+        lines.append(f"{engine:<9}{'bf16' if dtype == 'auto' else dtype:<6}"
+                     f"{e['output_tokens_per_s']:>9,.0f}{e['mean_running']:>10.1f}"
+                     f"{e['preemptions']:>9}{e['pool_tokens']:>10}")
+    ratio = {n: reports[n]["speedup"] for n in KV_DTYPE_REPORTS}
+    lines.append(f"Zipage FP8 / Full KV bf16: {ratio['paper_zipage_fp8_vs_fullkv_bf16']:.2f}x "
+                 f"(bf16 / bf16: {ratio['paper']:.2f}x; FP8 / FP8: {ratio['paper_fp8']:.2f}x)")
+    return lines
 
 
 def plot_speedup(curves: dict[int, list[tuple[float, float]]], measured: list[dict], path: str,

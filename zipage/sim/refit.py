@@ -76,7 +76,11 @@ def refit_from_traces(base: CostModel, grid: list[dict], traces: list[dict]) -> 
         *(frequent_rows(t["records"]) for t in traces))))
     pts = device_pts + grid_pts
     weights = [1 / len(device_pts)] * len(device_pts) + [1 / max(len(grid_pts), 1)] * len(grid_pts)
-    device, _ = fit_linear([f for f, _ in pts], [s for _, s in pts], knots, weights)
+    waves = base.device.waves  # the grid's; the padded batches are the traced engine's
+    if waves is not None:
+        opts = traces[0]["options"]
+        waves = waves.for_engine(opts.get("max_num_seqs", 512), opts.get("enforce_eager", False))
+    device, _ = fit_linear([f for f, _ in pts], [s for _, s in pts], knots, weights, waves)
     keep_base_where_unexercised(device, base.device, [f for f, _ in pts])
     errors = {"device": fit_error(device, *zip(*device_pts))}
     if grid_pts:

@@ -61,6 +61,7 @@ def simulate(model: str, options: dict, requests: list[SimRequest], cost: CostMo
     dtype = cfg.torch_dtype(torch.device("cpu" if cfg.device == "cpu" else "cuda"))
     max_model_len = cfg.max_model_len or spec.max_position_embeddings
     plan = plan_pool(spec, cfg, dtype, max_model_len, memory)
+    cost = cost.for_engine(cfg.max_num_seqs, cfg.enforce_eager)
     runner = SimRunner(plan.num_blocks, plan.num_query_slots, cost, spec.vocab_size)
     engine = LLMEngine(cfg, runner, None, set(), max_model_len, spec.vocab_size)
     engine.on_step = on_step
@@ -87,7 +88,8 @@ def simulate(model: str, options: dict, requests: list[SimRequest], cost: CostMo
                   flush=True)
     t, s = runner.totals, engine.stats
     weights = parameter_counts(spec)[1] * itemsize(dtype)
-    bytes_read = t.steps * weights + t.kv_read_tokens * kv_bytes_per_token(spec, dtype)
+    bytes_read = t.steps * weights + t.kv_read_tokens * kv_bytes_per_token(spec, dtype,
+                                                                           cfg.kv_cache_dtype)
     return engine_entry(
         output_tokens=output_tokens, wall_time_s=runner.now, steps=s.num_steps,
         mean_running=s.sum_running / max(s.num_steps, 1),

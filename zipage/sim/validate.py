@@ -33,7 +33,8 @@ def mark_samples(rows: list[dict], measured: dict, cost_for) -> list[dict]:
             r["sample"] = "in-sample" if "in-sample" in kinds.values() else "held-out"
             continue
         options = measured[r["engine"]]["options"]
-        fitted = cost_for(r["engine"], measured["block_size"]).meta.get("fitted_options", [])
+        fitted = cost_for(r["engine"], measured["block_size"],
+                          kv_dtype(options)).meta.get("fitted_options", [])
         r["sample"] = kinds[r["engine"]] = ("in-sample" if any(_same(options, o)
                                                                for o in fitted) else "held-out")
     return rows
@@ -69,9 +70,14 @@ def describe_lengths(length) -> str:
     return f"{length['kind']} mean {mean_length(length):.0f} cap {length.get('cap')}"
 
 
+def kv_dtype(options: dict) -> str:
+    """A run's KV dtype ("auto": the model dtype; runs before the option existed had it)."""
+    return options.get("kv_cache_dtype", "auto")
+
+
 def predict_report(measured: dict, cost_for, copy_bandwidth_Bps: float | None = None) -> dict:
-    """The simulated twin of a measured report; ``cost_for(engine, block_size)`` gives the
-    cost model of each engine."""
+    """The simulated twin of a measured report; ``cost_for(engine, block_size,
+    kv_cache_dtype)`` gives the cost model of each engine (an FP8 run: the FP8 configs)."""
     engines = {}
     for name in rp.ENGINES:
         m = measured.get(name)
@@ -82,7 +88,7 @@ def predict_report(measured: dict, cost_for, copy_bandwidth_Bps: float | None = 
         options.setdefault("async_scheduling", measured.get("async_scheduling", False))
         requests = make_requests(measured_lengths(measured), measured["prompt_len"])
         engines[name] = simulate(measured["model"], options, requests,
-                                 cost_for(name, measured["block_size"]),
+                                 cost_for(name, measured["block_size"], kv_dtype(options)),
                                  seed=measured.get("seed", 0),
                                  temperature=measured.get("temperature", 0.6),
                                  copy_bandwidth_Bps=copy_bandwidth_Bps,
@@ -101,7 +107,9 @@ def trace_breakdown(trace_path: str, predicted: dict, cost_for, block_size: int)
         records, p = trace["records"], predicted.get(name)
         if not p or not records:
             continue
-        cost: CostModel = cost_for(name, block_size)
+        opts = trace["options"]
+        cost: CostModel = cost_for(name, block_size, kv_dtype(opts)).for_engine(
+            opts.get("max_num_seqs", 512), opts.get("enforce_eager", False))
         t = summarize(records)
         model_device = sum(cost.device_s(features_of(r)) for r in records)
         host = t["schedule_s"] + t["launch_s"] + t["post_s"]

@@ -1,0 +1,66 @@
+"""The wave evidence tools: traced steps grouped by batch size against two cost models, and
+the preregistered probe (predictions written before it runs, checked after)."""
+import json
+
+import pytest
+
+from zipage.sim import wave_evidence as we
+from zipage.sim.cost_model import CostModel, LinearModel, fixed_cost_model
+from zipage.sim.decode_waves import DecodeWaves
+from zipage.sim.features import StepFeatures
+from zipage.sim.trace import FEATURES
+
+# The current calibration (with waves) serves as both: the no-waves fit of the same grid is in
+# the git history (a15cc64), and what is tested here is writing then checking predictions.
+WAVES = NO_WAVES = "results/bench/step_cost_h200_qwen3-8b.json"
+
+
+def cost(waves):
+    device = LinearModel({"rows@1": 5e-3, "rows@512": 14e-3, "kv_read_per_mtoken": 0.034},
+                         (1, 512), waves)
+    return CostModel(device, fixed_cost_model().host, {})
+
+
+def test_traced_steps_by_batch_size():
+    waves = DecodeWaves(132, 8, 5, 268)
+    old, new = cost(None), cost(waves)
+    records = []
+    for rows in (40, 48):
+        for ctx in (10_000, 12_000):
+            f = StepFeatures(decode_rows=rows, kv_read_tokens=rows * ctx)
+            records.append({**{n: getattr(f, n) for n in FEATURES}, "device_s": new.device_s(f)})
+    table = {t["rows"]: t for t in we.rows_table(records, old, new, min_kv=100_000)}
+    assert table[48]["programs"] == 768 and table[48]["new_ratio"] == pytest.approx(1.0)
+    assert table[48]["old_ratio"] < 0.9 and table[40]["old_ratio"] == pytest.approx(1.0)
+    assert table[48]["ns_per_token"] == pytest.approx(34 * 928 / 768)
+    assert "| 48 | 768 | 2 |" in we.markdown(list(table.values()))
+
+
+def test_probe_predictions_are_written_then_checked(tmp_path, capsys):
+    out = tmp_path / "pred.json"
+    assert we.main(["--cost", NO_WAVES, "--waves", WAVES, "--write-probe", str(out)]) == 0
+    preds = json.loads(out.read_text())
+    assert [p["point"] for p in preds["predictions"]] == list(we.PROBE_POINTS)
+    assert "--rows 40 44 48 56 80 88 96 112" in preds["probe"]
+    by_name = {p["point"]: p for p in preds["predictions"]}
+    # the points the hypotheses disagree on: 704 programs waste a third of a wave
+    assert by_name["decode 44x16384"]["waste"] == pytest.approx((660 + 268) / 704)
+    assert by_name["decode 40x16384"]["waste"] == 1.0
+    # a probe that measured what the wave model said
+    grid = [{"name": p["point"], "device_s": [p["waves_ms"] / 1e3] * 3}
+            for p in preds["predictions"]]
+    probe = tmp_path / "probe.json"
+    probe.write_text(json.dumps({"raw": {"fullkv/b256": {"grid": grid}}}))
+    assert we.main(["--cost", NO_WAVES, "--waves", WAVES, "--check-probe", str(out),
+                    str(probe)]) == 0
+    text = capsys.readouterr().out
+    assert "rms error: no waves" in text and "waves 0.0%" in text
+
+
+def test_programs_per_sm_from_a_kernels_resources():
+    from zipage.sim.decode_occupancy import programs_per_sm
+    # the bf16 split kernel compiled for sm_90 (Triton 3.9): shared memory binds, 5 per SM
+    assert programs_per_sm(38912, 80) == {"by_shared_memory": 5, "by_registers": 6,
+                                          "programs_per_sm": 5}
+    # the fp8 one: 142 registers (144 allocated) per thread bind, 3 per SM
+    assert programs_per_sm(23040, 142)["programs_per_sm"] == 3

@@ -1,0 +1,90 @@
+"""How many paged-decode programs an SM holds, from a compile on the CPU (no GPU needed):
+Triton compiles the split kernel for an sm_90 target; its shared memory and registers per
+program bound the programs resident per SM, the wave of the cost model's decode waves
+(zipage/sim/decode_waves.py). A diagnostic next to the fit, not used by it.
+
+    python -m zipage.sim.decode_occupancy            # bf16 cache, then fp8
+
+Limits assumed (H100 / H200, compute capability 9.0): 228 KiB shared memory per SM with
+1 KiB reserved per block, 65,536 registers per SM allocated per warp in units of 256, at
+most 32 blocks per SM. The Triton version here may differ from the GPU machine's: the
+counts are the kernel's as this Triton compiles it.
+"""
+import argparse
+import inspect
+import subprocess
+from pathlib import Path
+
+SMEM_PER_SM = 228 * 1024
+SMEM_RESERVED_PER_BLOCK = 1024
+REGS_PER_SM = 65536
+MAX_BLOCKS_PER_SM = 32
+
+
+def compile_split_kernel(fp8: bool, num_warps: int = 4, num_stages: int = 2):
+    """The compiled kernel as ``paged_decode_attention`` launches it for Qwen3-8B's shape
+    (GROUP 4, head dim 128, block 256, tile 64), with the 16-byte alignment the launcher's
+    specialisation gives pointers and strides."""
+    import triton
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from zipage.kernels.paged_decode import _split_kernel
+    names = list(inspect.signature(_split_kernel.fn).parameters)
+    kv = "*fp8e4nv" if fp8 else "*bf16"
+    types = {"q_ptr": "*bf16", "out_ptr": "*bf16", "k_cache_ptr": kv, "v_cache_ptr": kv,
+             "k_scale_ptr": "*fp32" if fp8 else kv, "v_scale_ptr": "*fp32" if fp8 else kv,
+             "block_tables_ptr": "*i32", "context_lens_ptr": "*i32", "qk_scale": "fp32"}
+    constexprs = dict(DIRECT=False, GROUP=4, HEAD_DIM=128, BLOCK_SIZE=256, TILE_N=64,
+                      GROUP_PAD=16, HEAD_DIM_PAD=128, DOT_DTYPE=tl.bfloat16, DOT_PREC="tf32",
+                      QUANT=fp8)
+    signature, attrs = {}, {}
+    for i, n in enumerate(names):
+        signature[n] = ("constexpr" if n in constexprs else types.get(n) or
+                        ("*fp32" if n.startswith("partial") else "i32"))
+        if (n.endswith("_ptr") or n.startswith("stride") or n == "num_q_heads") and \
+                n != "stride_table_row":  # do_not_specialize: no alignment known
+            attrs[(i,)] = [["tt.divisibility", 16]]
+    src = ASTSource(fn=_split_kernel, signature=signature, attrs=attrs,
+                    constexprs={(names.index(k),): v for k, v in constexprs.items()})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                          options=dict(num_warps=num_warps, num_stages=num_stages))
+
+
+def registers(kernel) -> int:
+    """Registers per thread, from cuobjdump (bundled with Triton) on the cubin."""
+    import tempfile
+
+    import triton
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(kernel.asm["cubin"])
+        f.flush()
+        text = subprocess.run([str(tool), "--dump-resource-usage", f.name], check=True,
+                              capture_output=True, text=True).stdout
+    return int(text.split("REG:")[1].split()[0])
+
+
+def programs_per_sm(shared_bytes: int, regs_per_thread: int, num_warps: int = 4) -> dict:
+    per_warp = -(-regs_per_thread * 32 // 256) * 256
+    by_regs = REGS_PER_SM // (per_warp * num_warps)
+    by_smem = SMEM_PER_SM // (shared_bytes + SMEM_RESERVED_PER_BLOCK)
+    return {"by_shared_memory": by_smem, "by_registers": by_regs,
+            "programs_per_sm": min(by_smem, by_regs, MAX_BLOCKS_PER_SM)}
+
+
+def main(argv=None) -> int:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args(argv)
+    for fp8 in (False, True):
+        k = compile_split_kernel(fp8)
+        regs = registers(k)
+        occ = programs_per_sm(k.metadata.shared, regs)
+        print(f"{'fp8' if fp8 else 'bf16'} cache: {k.metadata.shared} B shared memory, {regs} "
+              f"registers per thread -> {occ['by_shared_memory']} programs per SM by shared "
+              f"memory, {occ['by_registers']} by registers: {occ['programs_per_sm']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
