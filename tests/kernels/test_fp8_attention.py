@@ -1,42 +1,26 @@
 """FP8 paged decode and prefill (zipage/kernels/fp8_tiles.py: e4m3 tiles as dot operands, the
 scales on score columns and folded into P) against their references, Triton interpreter.
 
-Tolerance, derived rather than tuned: the reference is fp32 attention on the dequantised
-cache, fed q rounded to the kernel's operand type (the one rounding of q the kernel makes).
-What remains is P * w rounded to the operand, relative u per weight (2^-24 fp32, 2^-11 f16,
-2^-8 bf16), which moves an output, a convex combination of V rows, by at most u * max|v|.
-We allow 2u * max|v|, at least 2^-16 * max|v| (fp32 sums in another order), and one bf16
-ulp (2^-7 relative) for bf16 outputs, which both sides round. Measured on these inputs:
-0.45-1.0 u * max|v|; forgetting a scale or the V weight fails by orders of magnitude.
+Tolerance (kernel_testlib.assert_fp8_close, derived rather than tuned): the reference is
+fp32 attention on the dequantised cache, fed q rounded to the kernel's operand type (the one
+rounding of q the kernel makes). What remains is P * w rounded to the operand, relative u
+per weight (2^-24 fp32, 2^-11 f16, 2^-8 bf16), which moves an output, a convex combination
+of V rows, by at most u * max|v|. Measured on these inputs: 0.45-1.0 u * max|v|;
+forgetting a scale or the V weight fails by orders of magnitude.
 """
 import pytest
 import torch
-from kernel_testlib import decode_batch, prefill_batch, quantize_paged
+from kernel_testlib import (BF16, F16, F32, assert_fp8_close, decode_batch, fp8_cache,
+                            prefill_batch, quantize_paged)
 
 from zipage.kernels import (paged_decode_attention, paged_decode_attention_reference,
                             paged_prefill_attention, paged_prefill_attention_reference)
 from zipage.kernels.fp8 import dequantize_reference
 from zipage.kernels.paged_decode import decode_scratch
 
-F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
-UNIT_ROUNDOFF = {F32: 2**-24, F16: 2**-11, BF16: 2**-8}
 # ragged: empty (padded batch row), one key, partial / exact / several blocks
 CTX = [0, 1, 15, 16, 17, 45, 70, 130]
 PREFIX = [(13, 40), (1, 33), (16, 16), (0, 5), (18, 50), (20, 70)]  # (new tokens, context)
-
-
-def fp8_cache(cache):
-    """(e4m3 cache, scales) of `cache` with token magnitudes spread over four decades, so
-    the scales of one tile differ (NaN poison stays NaN)."""
-    spread = 10 ** (4 * torch.rand(*cache.shape[:-1], 1) - 3)
-    return quantize_paged(cache * spread)
-
-
-def assert_fp8_close(out, ref, operand, v_cache, v_scale):
-    v_max = dequantize_reference(v_cache, v_scale).nan_to_num().abs().max().item()
-    atol = max(2 * UNIT_ROUNDOFF[operand], 2**-16) * v_max
-    rtol = 2**-7 if out.dtype == BF16 else 0.0
-    torch.testing.assert_close(out, ref, atol=atol, rtol=rtol)
 
 
 def operand_of(fp8_operand, q_dtype):
@@ -79,6 +63,7 @@ def test_decode_fp8(triton_cpu, bs, G, H_kv, D, splits, tile_n, q_dtype, fp8_ope
     (32, 3, 1, 80, 32, 16, F32, F16),     # head dim padded, group of 3, two tiles a block
     (16, 1, 2, 64, 16, 32, F32, BF16),    # tiles span blocks: a table entry per key
     (64, 8, 1, 128, 32, 64, BF16, BF16),  # group of 8: 4 query tokens per tile
+    (64, 4, 2, 128, None, None, BF16, None),  # default launch (compiled: fp8_launch.FP8_PREFILL)
 ])
 def test_prefill_fp8(triton_cpu, bs, G, H_kv, D, tile_m, tile_n, q_dtype, fp8_operand):
     q, k, v, table, cu, ctx, _ = prefill_batch(PREFIX, G, H_kv, D, bs)
@@ -91,6 +76,29 @@ def test_prefill_fp8(triton_cpu, bs, G, H_kv, D, tile_m, tile_n, q_dtype, fp8_op
     operand = operand_of(fp8_operand, q_dtype)
     ref = paged_prefill_attention_reference(q.to(operand).to(q_dtype), kc, vc, *args,
                                             k_scale=ks, v_scale=vs)
+    assert_fp8_close(out, ref, operand, vc, vs)
+
+
+# (operand, tile_n, num_warps, num_stages, num_splits): every value of each axis of the
+# sweep's grid (scripts/fp8_kernel_sweep.py) at least once, the default launch first, so
+# tests/test_triton_compile.py compiles them for sm_90 at the Qwen3-8B constants
+SWEEP_COVER = [(F16, 128, 4, 3, 1), (F16, 128, 4, 3, 2), (BF16, 64, 8, 2, 4),
+               (F16, 256, 8, 4, 1), (BF16, 256, 4, 2, 8), (F16, 64, 4, 4, 2)]
+
+
+@pytest.mark.parametrize("operand,tile_n,num_warps,num_stages,splits", SWEEP_COVER)
+def test_decode_fp8_sweep_variants(triton_cpu, operand, tile_n, num_warps, num_stages, splits):
+    """Block 256, group 4, D 128 (Qwen3-8B per KV head); the interpreter ignores warps and
+    stages, the sm_90 compile run does not."""
+    ctx_lens = [0, 1, 255, 256, 300, 700]
+    q, k, v, table, ctx = decode_batch(ctx_lens, 4, 2, 128, 256)
+    q = q.to(BF16)
+    (kc, ks), (vc, vs) = fp8_cache(k), fp8_cache(v)
+    out = paged_decode_attention(q, kc, vc, table, ctx, 128 ** -0.5, num_splits=splits,
+                                 tile_n=tile_n, num_warps=num_warps, num_stages=num_stages,
+                                 k_scale=ks, v_scale=vs, fp8_operand=operand)
+    ref = paged_decode_attention_reference(q, kc, vc, table, ctx, 128 ** -0.5, k_scale=ks,
+                                           v_scale=vs)
     assert_fp8_close(out, ref, operand, vc, vs)
 
 
