@@ -7,7 +7,9 @@ once, so each K/V tile is loaded once per group, and writes unnormalised partial
 the S partials. With S = 1 (large batches: B * H_kv programs fill the GPU) kernel 1 writes
 the normalised output itself and kernel 2 is not launched. Key ranges come from
 context_lens inside the kernel, so grid and scratch depend only on shapes: the pair is
-CUDA-graph capturable.
+CUDA-graph capturable. An FP8 cache (k/v_scale given) takes fp8_tiles.py's tile loop and
+fp8_launch.FP8_DECODE: per token and layer of Qwen3-8B it reads 2,112 B against bf16's
+4,096, for the same 16,384 FLOP (docs/fp8.md counts them).
 """
 import functools
 import math
