@@ -63,7 +63,7 @@ def test_decode_fp8(triton_cpu, bs, G, H_kv, D, splits, tile_n, q_dtype, fp8_ope
     (32, 3, 1, 80, 32, 16, F32, F16),     # head dim padded, group of 3, two tiles a block
     (16, 1, 2, 64, 16, 32, F32, BF16),    # tiles span blocks: a table entry per key
     (64, 8, 1, 128, 32, 64, BF16, BF16),  # group of 8: 4 query tokens per tile
-    (64, 4, 2, 128, None, None, BF16, None),  # default launch (compiled: fp8_launch.FP8_PREFILL)
+    (64, 4, 2, 128, None, None, BF16, None),  # default launch (compiled: FP8_PREFILL)
 ])
 def test_prefill_fp8(triton_cpu, bs, G, H_kv, D, tile_m, tile_n, q_dtype, fp8_operand):
     q, k, v, table, cu, ctx, _ = prefill_batch(PREFIX, G, H_kv, D, bs)
