@@ -5,7 +5,8 @@ The Triton interpreter accepts code the compiler rejects (e.g. a jit function re
 non-constexpr global), so interpreter tests alone let kernels reach the GPU uncompiled. Here
 `JITFunction.run` compiles (warmup) with a driver that reports an sm_90 target; the tests'
 own assertions then fail (no kernel ran) and are ignored: only compile errors count. Writes
-{"compiled": [kernel names], "errors": [{"test", "error"}]} to $ZIPAGE_COMPILE_REPORT.
+{"compiled": [kernel names], "fp8": [kernels compiled for an FP8 cache (QUANT=True)],
+"errors": [{"test", "error"}]} to $ZIPAGE_COMPILE_REPORT.
 """
 import json
 import os
@@ -17,6 +18,7 @@ from triton.runtime.jit import JITFunction
 
 TARGET = GPUTarget("cuda", 90, 32)
 COMPILED: set[str] = set()
+FP8: set[str] = set()
 ERRORS: list[dict] = []
 
 
@@ -45,6 +47,8 @@ _run = JITFunction.run
 def _compile_only_run(self, *args, grid, warmup, **kwargs):
     kernel = _run(self, *args, grid=grid, warmup=True, **kwargs)
     COMPILED.add(self.__name__)
+    if kwargs.get("QUANT"):
+        FP8.add(self.__name__)
     return kernel
 
 
@@ -66,4 +70,5 @@ def pytest_sessionfinish(session, exitstatus):
     path = os.environ.get("ZIPAGE_COMPILE_REPORT")
     if path:
         with open(path, "w") as f:
-            json.dump({"compiled": sorted(COMPILED), "errors": ERRORS}, f, indent=1)
+            json.dump({"compiled": sorted(COMPILED), "fp8": sorted(FP8), "errors": ERRORS}, f,
+                      indent=1)

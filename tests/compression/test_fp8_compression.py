@@ -21,17 +21,23 @@ def _fp8_scene(q_dtype=torch.float32, **kw):
     return replace(sc, q=sc.q.to(q_dtype)), k8, ks, v8, vs
 
 
-@pytest.mark.parametrize("q_dtype", [torch.float32, torch.bfloat16])
-def test_attention_score_fp8(triton_cpu, q_dtype):
-    sc, k8, ks, _, _ = _fp8_scene(q_dtype)
+@pytest.mark.parametrize("q_dtype,fp8_operand,tile_n,scene", [
+    (torch.float32, None, None, {}),  # fp32 operands
+    (torch.bfloat16, None, None, {}),  # f16 operands (the default), tile of 64 over 4 blocks
+    (torch.bfloat16, torch.bfloat16, 16, dict(D=64, G=4)),  # a tile per block, group of 4
+    (torch.float16, torch.float16, 32, dict(D=80, G=3)),  # head dim padded, group of 3
+])
+def test_attention_score_fp8(triton_cpu, q_dtype, fp8_operand, tile_n, scene):
+    """Half-precision window queries are exact in either operand type and the e4m3 keys
+    too, so the kernel computes in fp32 what the reference does: fp32 tolerances."""
+    sc, k8, ks, _, _ = _fp8_scene(q_dtype, **scene)
     bt = sc.batch
     args = (sc.q, bt.slots, bt.block_tables, bt.phys_lens, bt.window_pos)
-    out = attention_score(k8, *args, k_scale=ks)
+    out = attention_score(k8, *args, k_scale=ks, tile_n=tile_n, fp8_operand=fp8_operand)
     ref = attention_score_reference(k8, *args, k_scale=ks)
     deq = attention_score_reference(dequantize_reference(k8, ks), *args)
     torch.testing.assert_close(ref, deq, rtol=0, atol=0)
-    tol = dict(rtol=1e-2, atol=1e-3) if q_dtype == torch.bfloat16 else {}
-    torch.testing.assert_close(out, ref, **tol)
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("lightning,unit_dtype", [(True, torch.float32), (False, torch.bfloat16)])

@@ -1,8 +1,9 @@
 """FP8 KV cache on CUDA: compiled kernels against their references (the KV write bit-exact,
-attention and compression to bf16 tolerance), and the engine with kv_cache_dtype="fp8"
-(CUDA graphs, compression) close to the bf16 cache.
+attention to the derived FP8 tolerance of kernel_testlib.assert_fp8_close, at Qwen3-8B
+shapes up to 512 x 2048 and 64 x 16384 keys, compression to bf16 tolerance), and the engine
+with kv_cache_dtype="fp8" (CUDA graphs, compression) close to the bf16 cache.
 
-    python -m pytest -m gpu tests/gpu/test_fp8_kernels.py          (~1 min on an H200)
+    python -m pytest -m gpu tests/gpu/test_fp8_kernels.py
 """
 from dataclasses import replace
 
@@ -12,8 +13,9 @@ import torch
 from tests.compression.compression_scene import make_scene
 from tests.engine.tiny_models import random_prompts, tiny_checkpoint
 from tests.gpu.test_compression_kernels import _assert_mostly_close, engine_mix
-from tests.kernels.kernel_testlib import (cuda_kernels, decode_batch,  # noqa: F401
-                                          prefill_batch, quantize_paged)
+from tests.kernels.kernel_testlib import (assert_fp8_close, cuda_kernels,  # noqa: F401
+                                          decode_batch, fp8_cache, prefill_batch,
+                                          quantize_paged)
 from zipage import LLM, SamplingParams
 from zipage.compression import REFERENCE_OPS, TRITON_OPS, CompressionConfig, score_layers
 from zipage.kernels import (paged_decode_attention, paged_decode_attention_reference,
@@ -23,10 +25,10 @@ from zipage.kernels.attention_score import attention_score, attention_score_refe
 from zipage.kernels.compact_kv import compact, compact_reference
 from zipage.kernels.eviction_score import select_keep
 from zipage.kernels.fp8 import FP8_DTYPE, quantize_reference
+from zipage.kernels.paged_decode import decode_scratch
 from zipage.kernels.key_redundancy import redundancy, redundancy_reference
 
 BF16 = torch.bfloat16
-TOL = dict(rtol=2e-2, atol=2e-2)
 
 
 def _bits(t):
@@ -60,7 +62,7 @@ def test_decode_fp8(cuda_kernels, B, G, H_kv, D, bs, longest):
     out = paged_decode_attention(q, kc, vc, table, lens, D ** -0.5, k_scale=ks, v_scale=vs)
     ref = paged_decode_attention_reference(q, kc, vc, table, lens, D ** -0.5, k_scale=ks,
                                            v_scale=vs)
-    torch.testing.assert_close(out, ref, **TOL)
+    assert_fp8_close(out, ref, torch.float16, vc, vs)  # f16 operands: the default
 
 
 @pytest.mark.parametrize("seqs,G,H_kv,D,bs", [([(2048, 2048), (37, 300), (1, 260), (0, 9)],
@@ -72,7 +74,44 @@ def test_prefill_fp8(cuda_kernels, seqs, G, H_kv, D, bs):
     args = (table, cu, ctx, max(n for n, _ in seqs), D ** -0.5)
     out = paged_prefill_attention(q, kc, vc, *args, k_scale=ks, v_scale=vs)
     ref = paged_prefill_attention_reference(q, kc, vc, *args, k_scale=ks, v_scale=vs)
-    torch.testing.assert_close(out, ref, **TOL)
+    assert_fp8_close(out, ref, torch.float16, vc, vs)
+
+
+@pytest.mark.parametrize("rows,longest,operand,splits", [
+    (512, 2048, torch.float16, None), (512, 2048, BF16, None),
+    (64, 16384, torch.float16, None), (64, 16384, torch.float16, 8), (64, 16384, BF16, 3)])
+def test_decode_fp8_qwen3_shapes(cuda_kernels, rows, longest, operand, splits):
+    """The sweep's shapes (Qwen3-8B layer: H_q 32, H_kv 8, D 128, block 256), ragged
+    contexts with an empty row, output and split scratch poisoned with NaN; tolerance of
+    kernel_testlib.assert_fp8_close (bf16 queries are exact in either operand type)."""
+    ctx = torch.randint(1, longest + 1, (rows,)).tolist()
+    ctx[0], ctx[-1] = longest, 0
+    q, k, v, table, lens = decode_batch(ctx, 4, 8, 128, 256, BF16, device="cuda")
+    (kc, ks), (vc, vs) = fp8_cache(k), fp8_cache(v)
+    del k, v
+    out = torch.full_like(q, float("nan"))
+    scratch = None if splits is None else tuple(
+        t.fill_(float("nan")) for t in decode_scratch(rows, 32, 128, splits, q.device))
+    paged_decode_attention(q, kc, vc, table, lens, 128 ** -0.5, num_splits=splits, out=out,
+                           scratch=scratch, k_scale=ks, v_scale=vs, fp8_operand=operand)
+    ref = torch.cat([paged_decode_attention_reference(  # in chunks: fp32 K/V of 64 rows
+        q[i:i + 64], kc, vc, table[i:i + 64], lens[i:i + 64], 128 ** -0.5, k_scale=ks,
+        v_scale=vs) for i in range(0, rows, 64)])
+    assert_fp8_close(out, ref, operand, vc, vs)
+    assert torch.count_nonzero(out[-1]) == 0
+
+
+def test_prefill_fp8_paged_prefix(cuda_kernels):
+    """8 x 512 new tokens over 4096 cached (the sweep's prefill), Qwen3-8B layer, default
+    launch (fp8_launch.FP8_PREFILL), output poisoned."""
+    q, k, v, table, cu, ctx, _ = prefill_batch([(512, 4608)] * 7 + [(100, 700)], 4, 8, 128,
+                                               256, BF16, device="cuda")
+    (kc, ks), (vc, vs) = fp8_cache(k), fp8_cache(v)
+    args = (table, cu, ctx, 512, 128 ** -0.5)
+    out = torch.full_like(q, float("nan"))
+    paged_prefill_attention(q, kc, vc, *args, out=out, k_scale=ks, v_scale=vs)
+    ref = paged_prefill_attention_reference(q, kc, vc, *args, k_scale=ks, v_scale=vs)
+    assert_fp8_close(out, ref, torch.float16, vc, vs)
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """Inputs shared by the kernel tests (interpreter on CPU, compiled on GPU): poisoned paged
-caches, packed prefill and decode batches, sampling rows; a naive dense attention; and the
-fixture of the GPU tests."""
+caches, packed prefill and decode batches, sampling rows; a naive dense attention; FP8
+caches and the FP8 attention tolerance; and the fixture of the GPU tests."""
 import pytest
 import torch
 
@@ -102,6 +102,30 @@ def naive_attention(q, k, v, scale, offset):
     mask = j <= offset + i
     o = torch.nn.functional.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask, scale=scale)
     return o.transpose(0, 1)
+
+
+F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
+UNIT_ROUNDOFF = {F32: 2**-24, F16: 2**-11, BF16: 2**-8}
+
+
+def fp8_cache(cache):
+    """(e4m3 cache, scales) of `cache` with token magnitudes spread over four decades, so
+    the scales of one tile differ (NaN poison stays NaN)."""
+    spread = 10 ** (4 * torch.rand(*cache.shape[:-1], 1, device=cache.device) - 3)
+    return quantize_paged(cache * spread)
+
+
+def assert_fp8_close(out, ref, operand, v_cache, v_scale):
+    """FP8 attention `out` against the fp32 reference on q rounded to the dot `operand`:
+    P * w rounded to the operand (relative u) moves an output, a convex combination of V
+    rows, by at most u * max|v|. Allowed: 2u * max|v|, at least 2^-16 * max|v| (fp32 sums
+    in another order), and one bf16 ulp (2^-7 relative) for bf16 outputs (both sides
+    round). tests/kernels/test_fp8_attention.py gives the measured margins."""
+    from zipage.kernels.fp8 import dequantize_reference
+    v_max = dequantize_reference(v_cache, v_scale).nan_to_num().abs().max().item()
+    atol = max(2 * UNIT_ROUNDOFF[operand], 2**-16) * v_max
+    rtol = 2**-7 if out.dtype == BF16 else 0.0
+    torch.testing.assert_close(out, ref, atol=atol, rtol=rtol)
 
 
 def quantize_paged(cache):

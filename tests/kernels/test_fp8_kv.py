@@ -1,12 +1,10 @@
-"""FP8 KV cache (zipage/kernels/fp8.py): quantisation, the KV write, paged decode and prefill
-(Triton in the interpreter vs the PyTorch references)."""
+"""FP8 KV cache (zipage/kernels/fp8.py): quantisation and the KV write (Triton in the
+interpreter vs the PyTorch references). Attention on the FP8 cache: test_fp8_attention.py."""
 import pytest
 import torch
-from kernel_testlib import decode_batch, prefill_batch, quantize_paged
+from kernel_testlib import quantize_paged
 
-from zipage.kernels import (paged_decode_attention, paged_decode_attention_reference,
-                            paged_prefill_attention, paged_prefill_attention_reference,
-                            store_kv, store_kv_reference)
+from zipage.kernels import store_kv, store_kv_reference
 from zipage.kernels.fp8 import FP8_DTYPE, dequantize_reference, quantize_reference
 
 
@@ -55,50 +53,3 @@ def test_fp8_cache_needs_scales():
     x = torch.randn(1, 2, 64)
     with pytest.raises(ValueError, match="scale"):
         store_kv_reference(x, x, kc, kc, torch.tensor([3]))
-
-
-CTX = [0, 1, 15, 16, 17, 45, 70]
-
-
-@pytest.mark.parametrize("bs,G,H_kv,D,q_dtype", [
-    (16, 2, 2, 64, torch.float32), (32, 3, 1, 80, torch.float32), (16, 4, 2, 64, torch.bfloat16)])
-def test_decode_fp8_matches_reference(triton_cpu, bs, G, H_kv, D, q_dtype):
-    q, k_cache, v_cache, table, ctx = decode_batch(CTX, G, H_kv, D, bs)
-    q = q.to(q_dtype)
-    kc, ks = quantize_paged(k_cache)
-    vc, vs = quantize_paged(v_cache)
-    out = paged_decode_attention(q, kc, vc, table, ctx, D ** -0.5, num_splits=3, tile_n=16,
-                                 k_scale=ks, v_scale=vs)
-    ref = paged_decode_attention_reference(q, kc, vc, table, ctx, D ** -0.5, k_scale=ks,
-                                           v_scale=vs)
-    # the reference on the dequantised cache: FP8 is only a storage format
-    deq = paged_decode_attention_reference(q, dequantize_reference(kc, ks),
-                                           dequantize_reference(vc, vs), table, ctx, D ** -0.5)
-    torch.testing.assert_close(ref, deq, rtol=0, atol=0, equal_nan=True)
-    tol = dict(rtol=2e-2, atol=2e-2) if q_dtype == torch.bfloat16 else dict(rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(out, ref, **tol)
-    assert torch.count_nonzero(out[0]) == 0
-    # and FP8 stays close to the full-precision attention it replaces
-    full = paged_decode_attention_reference(q, k_cache, v_cache, table, ctx, D ** -0.5)
-    assert (ref.float() - full.float()).abs().max() < 0.1
-
-
-PREFIX = [(13, 40), (1, 33), (16, 16), (0, 5), (18, 50)]
-
-
-@pytest.mark.parametrize("bs,G,H_kv,D,q_dtype", [
-    (16, 2, 2, 64, torch.float32), (32, 3, 1, 80, torch.float32), (16, 4, 2, 64, torch.bfloat16)])
-def test_prefill_fp8_matches_reference(triton_cpu, bs, G, H_kv, D, q_dtype):
-    q, k_cache, v_cache, table, cu, ctx, _ = prefill_batch(PREFIX, G, H_kv, D, bs)
-    q = q.to(q_dtype)
-    kc, ks = quantize_paged(k_cache)
-    vc, vs = quantize_paged(v_cache)
-    args = (table, cu, ctx, 18, D ** -0.5)
-    out = paged_prefill_attention(q, kc, vc, *args, tile_m=16, tile_n=16, k_scale=ks,
-                                  v_scale=vs)
-    ref = paged_prefill_attention_reference(q, kc, vc, *args, k_scale=ks, v_scale=vs)
-    deq = paged_prefill_attention_reference(q, dequantize_reference(kc, ks),
-                                            dequantize_reference(vc, vs), *args)
-    torch.testing.assert_close(ref, deq, rtol=0, atol=0)
-    tol = dict(rtol=2e-2, atol=2e-2) if q_dtype == torch.bfloat16 else dict(rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(out, ref, **tol)

@@ -18,6 +18,10 @@ block_tables.py     host side of block tables (the references)     (compression 
 fp8.py              FP8 (e4m3) cache layout: per-(token, head)     kernels/test_fp8_kv.py,
                     scales at offset // D; quantise/dequantise     compression/test_fp8_
                     references (the kernels take k/v_scale)        compression.py
+fp8_tiles.py        FP8 tile steps: e4m3 dot operands, scales on    kernels/test_fp8_
+                    score columns and folded into P; attend_tiles  attention.py
+fp8_launch.py       FP8 launch defaults (operand, tiles, warps,    (the sweep picks them:
+                    stages) and the per-call overrides             scripts/fp8_kernel_sweep)
 _dispatch.py        Triton or the reference, by device             -
 
 GPU tests (compiled kernels vs references, `pytest -m gpu tests/gpu`):

@@ -12,11 +12,14 @@ import torch
 
 from zipage.kernels._dispatch import next_pow2, tl, triton
 from zipage.kernels.block_tables import check_tables, gather_positions
-from zipage.kernels.fp8 import check_scales, dequantize_reference, dot_dtype
+from zipage.kernels.fp8 import check_scales, dequantize_reference
+from zipage.kernels.fp8_launch import FP8_SCORE, Launch, check_no_fp8_operand, resolve_launch
+from zipage.kernels.fp8_tiles import fp8_scores, load_fp8_tile
 from zipage.kernels.paged_tiles import (LOG2E, dot_args, dot_operand, load_kv_tile,
                                         online_softmax_step, paged_offsets)
 
-_TILE_N = 64  # keys per tile
+# launch of a full-precision cache (operand: the cache dtype); FP8: fp8_launch.FP8_SCORE
+_SCORE = Launch(torch.bfloat16, tile_n=64, num_warps=4, num_stages=3)  # Triton's default
 
 
 @triton.jit
@@ -29,9 +32,14 @@ def _window_logits(q, k_cache_ptr, k_scale_ptr, table_row_ptr, head_offset, stri
     key_ok = keys < n
     offsets = head_offset + paged_offsets(table_row_ptr, keys, key_ok, stride_k_block,
                                           stride_k_slot, BLOCK_SIZE)
-    k = dot_operand(load_kv_tile(k_cache_ptr, k_scale_ptr, offsets, key_ok, HEAD_DIM,
-                                 HEAD_DIM_PAD, QUANT), DOT_DTYPE)
-    z = tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * qk_scale
+    if QUANT:  # e4m3 keys as they are; each key's scale multiplies its column of logits
+        k, k_scale = load_fp8_tile(k_cache_ptr, k_scale_ptr, offsets, key_ok, True, HEAD_DIM,
+                                   HEAD_DIM_PAD)
+        z = fp8_scores(q, k, k_scale, qk_scale, DOT_DTYPE, DOT_PREC)
+    else:
+        k = dot_operand(load_kv_tile(k_cache_ptr, offsets, key_ok, HEAD_DIM, HEAD_DIM_PAD),
+                        DOT_DTYPE)
+        z = tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * qk_scale
     visible = key_ok[None, :] & (keys[None, :] <= last_key[:, None])  # padded rows: -1
     return tl.where(visible, z, float("-inf"))
 
@@ -91,7 +99,8 @@ def _attention_score_kernel(query_cache_ptr, k_cache_ptr, k_scale_ptr, out_ptr, 
 
 
 def attention_score(k_cache, query_cache, slots, block_tables, phys_lens, window_pos,
-                    k_scale=None):
+                    k_scale=None, tile_n=None, num_warps=None, num_stages=None,
+                    fp8_operand=None):
     """Window attention score of every physical slot (Triton).
 
     k_cache:      (L, NB, b, H_kv, D), last dim contiguous (a layer-chunk view is fine)
@@ -102,6 +111,8 @@ def attention_score(k_cache, query_cache, slots, block_tables, phys_lens, window
     phys_lens:    int32 (B,) valid physical tokens
     window_pos:   int32 (B, W) physical index of the token whose query is at ring index w
     k_scale:      float32 (L, NB, b, H_kv) for an fp8 k_cache (fp8.py), else None
+    tile_n, num_warps, num_stages, fp8_operand: launch overrides (fp8_launch.py; defaults
+                  64 keys, 4 warps, 3 stages, or fp8_launch.FP8_SCORE for an fp8 cache)
     returns       float32 (L, B, H_kv, n_max * b); 0 at slots >= phys_len
     """
     L, NB, b, H, D = k_cache.shape
@@ -109,8 +120,13 @@ def attention_score(k_cache, query_cache, slots, block_tables, phys_lens, window
     check_tables(block_tables, phys_lens)
     assert k_cache.stride(-1) == 1 and query_cache.stride(-1) == 1
     quant = check_scales(k_cache, k_scale)
-    compute = dot_dtype(k_cache.dtype, query_cache.dtype)
-    assert query_cache.dtype == compute and Hq % H == 0
+    overrides = dict(tile_n=tile_n, num_warps=num_warps, num_stages=num_stages)
+    if quant:
+        launch = resolve_launch(FP8_SCORE, query_cache.dtype, fp8_operand, **overrides)
+    else:
+        check_no_fp8_operand(k_cache.dtype, fp8_operand)
+        launch = resolve_launch(_SCORE, query_cache.dtype, k_cache.dtype, **overrides)
+    assert (quant or query_cache.dtype == k_cache.dtype) and Hq % H == 0
     B, n_max = block_tables.shape
     out = torch.zeros(L, B, H, n_max * b, dtype=torch.float32, device=k_cache.device)
     G = Hq // H
@@ -121,8 +137,9 @@ def attention_score(k_cache, query_cache, slots, block_tables, phys_lens, window
         phys_lens, window_pos,
         *query_cache.stride()[:4], *k_cache.stride()[:4], *out.stride()[:3],
         block_tables.stride(0), window_pos.stride(0), D ** -0.5 * LOG2E, W, HEAD_DIM=D,
-        BLOCK_SIZE=b, GROUP=G, GROUP_PAD=group_pad, WINDOW_PAD=window_pad, TILE_N=_TILE_N,
-        HEAD_DIM_PAD=max(16, next_pow2(D)), **dot_args(compute), QUANT=quant, num_warps=4)
+        BLOCK_SIZE=b, GROUP=G, GROUP_PAD=group_pad, WINDOW_PAD=window_pad,
+        TILE_N=launch.tile_n, HEAD_DIM_PAD=max(16, next_pow2(D)), **dot_args(launch.operand),
+        QUANT=quant, num_warps=launch.num_warps, num_stages=launch.num_stages)
     return out
 
 

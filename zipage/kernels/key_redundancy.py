@@ -31,8 +31,8 @@ def _unit_keys(k_cache_ptr, table_row_ptr, head_offset, stride_k_block, stride_k
     """Unit-norm keys of positions pos (fp32 norm, result rounded to DOT_DTYPE)."""
     offsets = head_offset + paged_offsets(table_row_ptr, pos, ok, stride_k_block,
                                           stride_k_slot, BLOCK_SIZE)
-    k = load_kv_tile(k_cache_ptr, k_cache_ptr, offsets, ok, HEAD_DIM, HEAD_DIM_PAD,
-                     False).to(tl.float32)  # no scale: it cancels in k / |k|
+    k = load_kv_tile(k_cache_ptr, offsets, ok, HEAD_DIM,
+                     HEAD_DIM_PAD).to(tl.float32)  # no scale: it cancels in k / |k|
     norm = tl.maximum(tl.sqrt(tl.sum(k * k, 1)), 1e-6)
     return dot_operand(k / norm[:, None], DOT_DTYPE)
 

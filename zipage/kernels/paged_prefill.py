@@ -9,11 +9,15 @@ tokens and ctx keys sees keys [0, ctx - q_len + i]: this single bottom-right-ali
 rule covers plain prefill, chunked prefill and prefix hits. Key tiles visible to every row
 of the program skip the causal mask; only the tiles along the diagonal apply it.
 """
+from dataclasses import replace
+
 import torch
 
 from zipage.kernels._dispatch import INTERPRET, cdiv, next_pow2, tl, triton, use_triton
-from zipage.kernels.fp8 import check_scales, dequantize_reference, dot_dtype
-from zipage.kernels.paged_tiles import LOG2E, attend_kv_tiles, dot_args, dot_operand
+from zipage.kernels.fp8 import check_scales, dequantize_reference
+from zipage.kernels.fp8_launch import FP8_PREFILL, Launch, check_no_fp8_operand, resolve_launch
+from zipage.kernels.fp8_tiles import attend_tiles
+from zipage.kernels.paged_tiles import LOG2E, dot_args, dot_operand
 
 
 @triton.jit(do_not_specialize=["stride_table_row"])
@@ -57,11 +61,11 @@ def _prefill_kernel(q_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
     full_end = tl.where(active, (prefix + first_query + 1) // TILE_N * TILE_N, 0)
     table_row = block_tables_ptr + seq.to(tl.int64) * stride_table_row
     head_offset = kv_head * stride_k_head
-    m_i, l_i, acc = attend_kv_tiles(
+    m_i, l_i, acc = attend_tiles(
         q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr, table_row,
         head_offset, stride_k_block, stride_k_slot, 0, full_end, last_key, qk_scale, False,
         BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC, QUANT)
-    m_i, l_i, acc = attend_kv_tiles(
+    m_i, l_i, acc = attend_tiles(
         q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr, table_row,
         head_offset, stride_k_block, stride_k_slot, full_end, key_end, last_key, qk_scale,
         True, BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC, QUANT)
@@ -71,20 +75,27 @@ def _prefill_kernel(q_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
              + cols[None, :], o.to(out_ptr.dtype.element_ty), mask=io_mask)
 
 
-def _launch_config(head_dim_pad: int, dtype: torch.dtype):
-    """(TILE_M, TILE_N, num_warps, num_stages); small tiles keep the interpreter quick."""
+def _launch(head_dim_pad: int, quant: bool, q_dtype, cache_dtype, fp8_operand) -> Launch:
+    """Default launch; small tiles keep the interpreter quick."""
+    if quant:
+        operand = resolve_launch(FP8_PREFILL, q_dtype, fp8_operand).operand
+    else:
+        check_no_fp8_operand(cache_dtype, fp8_operand)
+        operand = cache_dtype
     if INTERPRET:
-        return 16, 16, 4, 1
-    if dtype == torch.float32:  # exact fp32 dots run on FMA units: small tiles spill less
-        return 64, 32, 8, 2
+        return Launch(operand, tile_m=16, tile_n=16, num_warps=4, num_stages=1)
+    if operand == torch.float32:  # exact fp32 dots run on FMA units: small tiles spill less
+        return Launch(operand, tile_m=64, tile_n=32, num_warps=8, num_stages=2)
     if head_dim_pad <= 128:
-        return 128, 64, 8, 2
-    return 64, 32, 4, 2
+        return replace(FP8_PREFILL, operand=operand) if quant else \
+            Launch(operand, tile_m=128, tile_n=64, num_warps=8, num_stages=2)
+    return Launch(operand, tile_m=64, tile_n=32, num_warps=4, num_stages=2)
 
 
 def paged_prefill_attention(q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens,
                             max_q_len, scale, out=None, tile_m=None, tile_n=None,
-                            num_warps=None, num_stages=None, k_scale=None, v_scale=None):
+                            num_warps=None, num_stages=None, k_scale=None, v_scale=None,
+                            fp8_operand=None):
     """Causal attention of packed new tokens over their sequences' paged K/V.
 
     q:            (T, H_q, D) packed; unit stride on D.
@@ -98,6 +109,8 @@ def paged_prefill_attention(q, k_cache, v_cache, block_tables, cu_seqlens_q, con
                   sees keys [0, context_lens[s] - q_len_s + i].
     tile_m, tile_n, num_warps, num_stages: launch overrides (benchmarks, tests); a tile
                   holds tile_m (query, head) rows, tile_m // G query tokens.
+    k/v_scale:    float32 (NB, b, H_kv) for an fp8 cache, else None.
+    fp8_operand:  dot operand type of an fp8 cache's tiles (fp8_launch.py); None: default.
     """
     if not use_triton(q):
         return paged_prefill_attention_reference(q, k_cache, v_cache, block_tables,
@@ -117,9 +130,8 @@ def paged_prefill_attention(q, k_cache, v_cache, block_tables, cu_seqlens_q, con
     if T == 0 or num_seqs == 0 or max_q_len == 0:
         return out
     d_pad = max(16, next_pow2(D))
-    compute = dot_dtype(k_cache.dtype, q.dtype)
-    tm, tn, warps, stages = _launch_config(d_pad, compute)
-    tm, tn = tile_m or tm, tile_n or tn
+    launch = _launch(d_pad, quant, q.dtype, k_cache.dtype, fp8_operand)
+    tm, tn = tile_m or launch.tile_m, tile_n or launch.tile_n
     group = H_q // H_kv
     _prefill_kernel[(cdiv(max_q_len * group, tm), num_seqs, H_kv)](
         q, k_cache, v_cache, k_scale if quant else k_cache, v_scale if quant else v_cache,
@@ -127,8 +139,8 @@ def paged_prefill_attention(q, k_cache, v_cache, block_tables, cu_seqlens_q, con
         q.stride(0), q.stride(1), out.stride(0), out.stride(1), k_cache.stride(0),
         k_cache.stride(1), k_cache.stride(2), block_tables.stride(0), GROUP=group,
         HEAD_DIM=D, BLOCK_SIZE=bs, TILE_M=tm, TILE_N=tn, HEAD_DIM_PAD=d_pad,
-        **dot_args(compute), QUANT=quant, num_warps=num_warps or warps,
-        num_stages=num_stages or stages)
+        **dot_args(launch.operand), QUANT=quant, num_warps=num_warps or launch.num_warps,
+        num_stages=num_stages or launch.num_stages)
     return out
 
 

@@ -1,11 +1,11 @@
 """Tile-level building blocks shared by the kernels that read the paged KV cache.
 
     paged_offsets        token positions -> element offsets, through a block table
-    load_kv_tile         a tile of cached K or V: the one place that reads cached K/V, so a
-                         quantised cache dequantises here and nowhere else
+    load_kv_tile         a tile of cached K or V in the cache dtype
     dot_operand          a tile as a tl.dot operand (and the interpreter's half-precision fix)
     online_softmax_step  one flash-attention update of the running row max and sum
-    attend_kv_tiles      the K/V tile loop of paged decode and paged prefill
+    attend_kv_tiles      the K/V tile loop of paged decode and paged prefill (a full-precision
+                         cache; fp8_tiles.py has the FP8 loop and attend_tiles, which picks)
 
 Conventions of every kernel in zipage/kernels:
   * Argument names: `<tensor>_ptr` for pointers (the wrapper's tensor name),
@@ -68,19 +68,13 @@ def paged_offsets(table_row_ptr, positions, mask, stride_block, stride_slot,
 
 
 @triton.jit
-def load_kv_tile(cache_ptr, scale_ptr, row_offsets, row_mask, HEAD_DIM: tl.constexpr,
-                 HEAD_DIM_PAD: tl.constexpr, QUANT: tl.constexpr):
-    """(rows, HEAD_DIM_PAD) tile of a K or V cache, row r from element row_offsets[r];
-    0 where row_mask is false and past HEAD_DIM. QUANT (an FP8 cache): float32 values
-    q * scale, the row's scale at scale_ptr + row_offsets[r] // HEAD_DIM (fp8.py);
-    otherwise scale_ptr is unused and the tile keeps the cache dtype."""
+def load_kv_tile(cache_ptr, row_offsets, row_mask, HEAD_DIM: tl.constexpr,
+                 HEAD_DIM_PAD: tl.constexpr):
+    """(rows, HEAD_DIM_PAD) tile of a K or V cache in the cache dtype, row r from element
+    row_offsets[r]; 0 where row_mask is false and past HEAD_DIM."""
     cols = tl.arange(0, HEAD_DIM_PAD)
     mask = row_mask[:, None] & (cols[None, :] < HEAD_DIM)
-    x = tl.load(cache_ptr + row_offsets[:, None] + cols[None, :], mask=mask, other=0.0)
-    if QUANT:
-        scale = tl.load(scale_ptr + row_offsets // HEAD_DIM, mask=row_mask, other=0.0)
-        x = x.to(tl.float32) * scale[:, None]  # one return: compiled Triton needs one type
-    return x
+    return tl.load(cache_ptr + row_offsets[:, None] + cols[None, :], mask=mask, other=0.0)
 
 
 @triton.jit
@@ -95,11 +89,11 @@ def online_softmax_step(m_i, l_i, s):
 
 
 @triton.jit
-def attend_kv_tiles(q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
-                    table_row_ptr, head_offset, stride_block, stride_slot, key_start, key_end,
-                    last_key, qk_scale, MASKED: tl.constexpr, BLOCK_SIZE: tl.constexpr,
-                    TILE_N: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
-                    DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr, QUANT: tl.constexpr):
+def attend_kv_tiles(q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, table_row_ptr, head_offset,
+                    stride_block, stride_slot, key_start, key_end, last_key, qk_scale,
+                    MASKED: tl.constexpr, BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr,
+                    HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
+                    DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr):
     """Attend the query tile q (rows, HEAD_DIM_PAD), a dot operand, to keys
     [key_start, key_end) of one sequence, TILE_N keys at a time, updating the online
     softmax state: running max m_i, sum l_i (rows,), unnormalised output acc (rows,
@@ -110,14 +104,14 @@ def attend_kv_tiles(q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_s
         key_ok = keys < key_end
         offsets = head_offset + paged_offsets(table_row_ptr, keys, key_ok, stride_block,
                                               stride_slot, BLOCK_SIZE)
-        k = dot_operand(load_kv_tile(k_cache_ptr, k_scale_ptr, offsets, key_ok, HEAD_DIM,
-                                     HEAD_DIM_PAD, QUANT), DOT_DTYPE)
+        k = dot_operand(load_kv_tile(k_cache_ptr, offsets, key_ok, HEAD_DIM, HEAD_DIM_PAD),
+                        DOT_DTYPE)
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PREC) * qk_scale
         if MASKED:
             s = tl.where(keys[None, :] <= last_key[:, None], s, float("-inf"))
         m_i, l_i, p, alpha = online_softmax_step(m_i, l_i, s)
-        v = dot_operand(load_kv_tile(v_cache_ptr, v_scale_ptr, offsets, key_ok, HEAD_DIM,
-                                     HEAD_DIM_PAD, QUANT), DOT_DTYPE)
+        v = dot_operand(load_kv_tile(v_cache_ptr, offsets, key_ok, HEAD_DIM, HEAD_DIM_PAD),
+                        DOT_DTYPE)
         acc = acc * alpha[:, None] + tl.dot(dot_operand(p, DOT_DTYPE), v,
                                             input_precision=DOT_PREC)
     return m_i, l_i, acc

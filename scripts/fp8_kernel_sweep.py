@@ -1,0 +1,305 @@
+"""FP8 paged attention on the GPU: decode variants against the FP8 byte roofline, next to the
+bf16 kernel, plus FP8 prefill and the compression score kernel, bf16 vs fp8.
+
+    python -m scripts.fp8_kernel_sweep [--json OUT] [--shapes a,b] [--full-grid]   (~2-3 min)
+    python -m scripts.fp8_kernel_sweep --cpu-smoke      (tiny shapes, Triton interpreter)
+
+Roofline: the bytes a decode step must read (K and V of every context token and, for FP8,
+their float32 scales) over the copy bandwidth measured first (a 2 GiB device-to-device copy,
+bytes read + written). Workloads, one Qwen3-8B layer (H_q 32, H_kv 8, D 128, block 256):
+decode (a) 512 rows x 2048 keys, (b) 64 rows x 16384 keys; K/V quantised from random
+normals with per-token magnitudes, blocks in random order in a pool of exactly the blocks
+read (GBs, far beyond L2). Each variant: median of triton.testing.do_bench, output checked
+once against the PyTorch reference (max |error| / max |reference|).
+Search (default): operand x tile_n x num_warps at 3 stages and the default split count, then
+num_stages, then num_splits for the best; --full-grid times the whole product (slow).
+The best variant per shape is what fp8_launch.FP8_DECODE should hold.
+"""
+import argparse
+import itertools
+import json
+import os
+import sys
+import time
+
+import torch
+
+OPERANDS = {"f16": torch.float16, "bf16": torch.bfloat16}
+GRID = dict(operand=("f16", "bf16"), tile_n=(64, 128, 256), num_warps=(4, 8),
+            num_stages=(2, 3, 4), num_splits=(None, 1, 2, 4, 8))  # None: default_num_splits
+GPU_SHAPES = {"a": (512, 2048), "b": (64, 16384)}  # rows x context
+GPU = dict(H_q=32, H_kv=8, D=128, bs=256)
+SMOKE = dict(H_q=8, H_kv=2, D=32, bs=16)
+SMOKE_SHAPES = {"a": (3, 48)}
+
+
+def bench_ms(fn, cpu):
+    if cpu:  # the interpreter: one wall-clock call (a flow check, not a timing)
+        t0 = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t0) * 1e3
+    import triton.testing
+    return triton.testing.do_bench(fn, warmup=5, rep=25, return_mode="median")
+
+
+def environment(cpu):
+    import triton
+    env = dict(torch=torch.__version__, triton=triton.__version__, cuda=torch.version.cuda)
+    if not cpu:
+        p = torch.cuda.get_device_properties(0)
+        env.update(gpu=p.name, sms=p.multi_processor_count, capability=f"{p.major}.{p.minor}",
+                   memory_gib=round(p.total_memory / 2**30, 1))
+    return env
+
+
+def copy_gbps(device, cpu):
+    n = (64 << 20) if cpu else (2 << 30)
+    src = torch.randint(0, 255, (n,), dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    ms = bench_ms(lambda: dst.copy_(src), cpu)
+    return 2 * n / ms / 1e6
+
+
+def rel_err(out, ref):
+    return ((out.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+
+
+def paged_pool(rows, ctx, H_kv, D, bs, fp8, device, layers=None):
+    """(k, v, k_scale, v_scale, table): blocks of `rows` contexts of `ctx` keys in random
+    order, a -1 column after each row; layers: a leading layer dimension (score kernel)."""
+    from zipage.kernels.fp8 import quantize_reference
+    nblk = -(-ctx // bs)
+    NB = rows * nblk
+    lead = () if layers is None else (layers,)
+    table = torch.randperm(NB, device=device).int().view(rows, nblk)
+    table = torch.cat([table, torch.full((rows, 1), -1, dtype=torch.int32, device=device)], 1)
+    out = []
+    for _ in range(2):
+        x = torch.empty(*lead, NB, bs, H_kv, D, dtype=torch.float8_e4m3fn if fp8 else
+                        torch.bfloat16, device=device)
+        s = torch.empty(x.shape[:-1], device=device) if fp8 else None
+        flat, flat_s = x.view(-1, bs, H_kv, D), None if s is None else s.view(-1, bs, H_kv)
+        for i in range(0, flat.shape[0], 256):  # chunks: fp32 temporaries stay small
+            n = min(256, flat.shape[0] - i)
+            r = torch.randn(n, bs, H_kv, D, device=device, dtype=torch.bfloat16)
+            r = r * torch.exp(torch.randn(n, bs, H_kv, 1, device=device, dtype=torch.bfloat16))
+            if fp8:
+                flat[i:i + n], flat_s[i:i + n] = quantize_reference(r)
+            else:
+                flat[i:i + n] = r
+        out += [x, s]
+    return out[0], out[2], out[1], out[3], table
+
+
+def decode_reference(q, k, v, table, lens, ks, vs, chunk=16):
+    from zipage.kernels import paged_decode_attention_reference
+    return torch.cat([paged_decode_attention_reference(
+        q[i:i + chunk], k, v, table[i:i + chunk], lens[i:i + chunk], q.shape[-1] ** -0.5,
+        k_scale=ks, v_scale=vs) for i in range(0, q.shape[0], chunk)])
+
+
+def decode_rows(name, rows, ctx, dims, copy, args, device):
+    from zipage.kernels.fp8_launch import FP8_DECODE
+    from zipage.kernels.paged_decode import (decode_scratch, default_num_splits,
+                                             paged_decode_attention)
+    H_q, H_kv, D, bs = dims["H_q"], dims["H_kv"], dims["D"], dims["bs"]
+    torch.manual_seed(0)
+    q = torch.randn(rows, H_q, D, device=device, dtype=torch.bfloat16)
+    lens = torch.full((rows,), ctx, dtype=torch.int32, device=device)
+    workload = f"decode ({name}) {rows} rows x {ctx} keys, H {H_q}/{H_kv}, D {D}, block {bs}"
+    out = torch.empty_like(q)
+    results, seen = [], {}
+
+    def run(kind, cache, variant):
+        key = (kind, *sorted((k_, str(v_)) for k_, v_ in variant.items() if k_ != "label"))
+        if key in seen:  # the search meets a variant again: time it once
+            return seen[key]
+        k, v, ks, vs, table = cache
+        splits = variant.get("num_splits") or default_num_splits(
+            rows, H_kv, table.shape[1] * bs, q.device, variant.get("tile_n") or 64)
+        scratch = decode_scratch(rows, H_q, D, splits, q.device)
+        kw = {key: val for key, val in variant.items() if key not in ("num_splits", "label")}
+        if "operand" in kw:
+            kw["fp8_operand"] = OPERANDS[kw.pop("operand")]
+
+        def call():
+            return paged_decode_attention(q, k, v, table, lens, D ** -0.5, splits, out,
+                                          scratch, k_scale=ks, v_scale=vs, **kw)
+        row = dict(workload=workload, kind=kind, **variant, splits=splits)
+        try:
+            row["ms"] = bench_ms(call, args.cpu_smoke)
+            out.fill_(float("nan"))  # a row the variant does not write shows as NaN
+            call()
+            row["rel_err"] = rel_err(out, reference[kind])
+        except Exception as exc:  # e.g. out of shared memory: report, go on
+            row["error"] = f"{type(exc).__name__}: {str(exc)[:120]}"
+        per_token = 2 * H_kv * ((D + 4) if kind == "fp8" else 2 * D)
+        row["bytes"] = rows * ctx * per_token
+        if "ms" in row:
+            row["gbps"] = row["bytes"] / row["ms"] / 1e6
+            row["pct_roofline"] = 100 * row["gbps"] / copy
+        print_row(row)
+        results.append(row)
+        seen[key] = row
+        return row
+
+    reference = {}
+    bf16 = paged_pool(rows, ctx, H_kv, D, bs, False, device)
+    reference["bf16"] = decode_reference(q, *bf16[:2], bf16[4], lens, None, None)
+    run("bf16", bf16, {})
+    del bf16
+    fp8 = paged_pool(rows, ctx, H_kv, D, bs, True, device)
+    reference["fp8"] = decode_reference(q, *fp8[:2], fp8[4], lens, *fp8[2:4])
+    op_name = {v: k for k, v in OPERANDS.items()}[FP8_DECODE.operand]
+    default = dict(operand=op_name, tile_n=FP8_DECODE.tile_n, num_warps=FP8_DECODE.num_warps,
+                   num_stages=FP8_DECODE.num_stages, num_splits=None)
+    if args.cpu_smoke:
+        run("fp8", fp8, dict(default, tile_n=16, num_splits=2))
+        return results
+    run("fp8", fp8, dict(default, label="default"))
+    if args.full_grid:
+        for combo in itertools.product(*GRID.values()):
+            run("fp8", fp8, dict(zip(GRID, combo)))
+        return results
+
+    def best(rows_):
+        ok = [r for r in rows_ if "ms" in r]
+        return min(ok, key=lambda r: r["ms"]) if ok else None
+
+    stage = [run("fp8", fp8, dict(default, operand=op, tile_n=tn, num_warps=w, num_stages=3))
+             for op, tn, w in itertools.product(GRID["operand"], GRID["tile_n"],
+                                                GRID["num_warps"])]
+    if best(stage) is None:
+        return results
+    pick = {key: best(stage)[key] for key in ("operand", "tile_n", "num_warps")}
+    stage += [run("fp8", fp8, dict(pick, num_stages=st, num_splits=None))
+              for st in GRID["num_stages"] if st != 3]
+    pick["num_stages"] = best(stage)["num_stages"]
+    for sp in GRID["num_splits"][1:]:
+        run("fp8", fp8, dict(pick, num_splits=sp))
+    return results
+
+
+def print_row(row):
+    what = row["kind"] if row["kind"] == "bf16" else (
+        f"fp8 {row['operand']:<4} tile {row['tile_n']:>3} warps {row['num_warps']} "
+        f"stages {row['num_stages']} splits {row['splits']:>2}"
+        + (" (default)" if row.get("label") == "default" else ""))
+    if "error" in row:
+        print(f"  {what:<58} {row['error']}", flush=True)
+        return
+    print(f"  {what:<58} {row['ms']:8.3f} ms {row['gbps']:8.1f} GB/s "
+          f"{row['pct_roofline']:5.1f}% of its byte roofline  err {row['rel_err']:.1e}",
+          flush=True)
+
+
+def other_rows(dims, args, device):
+    """Prefill over a paged prefix and the compression score, bf16 vs fp8 (default launch)."""
+    from zipage.kernels import paged_prefill_attention, paged_prefill_attention_reference
+    from zipage.kernels.attention_score import attention_score, attention_score_reference
+    H_q, H_kv, D, bs = dims["H_q"], dims["H_kv"], dims["D"], dims["bs"]
+    seqs, new, cached = (2, 8, 24) if args.cpu_smoke else (8, 512, 4096)
+    cu = torch.arange(seqs + 1, dtype=torch.int32, device=device) * new
+    lens = torch.full((seqs,), cached + new, dtype=torch.int32, device=device)
+    q = torch.randn(seqs * new, H_q, D, device=device, dtype=torch.bfloat16)
+    flop = 4 * H_q * D * seqs * sum(cached + i + 1 for i in range(new))
+    L, reqs, n, W = (1, 2, 40, 4) if args.cpu_smoke else (4, 64, 2304, 16)
+    qc = torch.randn(L, reqs, W, H_q, D, device=device, dtype=torch.bfloat16)
+    i32 = dict(dtype=torch.int32, device=device)
+    t = torch.arange(n - W, n, device=device)
+    window = torch.empty(reqs, W, **i32).copy_(t[torch.argsort(t % W)])  # ring order
+    rows = []
+    for kind in ("bf16", "fp8"):
+        k, v, ks, vs, table = paged_pool(seqs, cached + new, H_kv, D, bs, kind == "fp8", device)
+        args_p = (table, cu, lens, new, D ** -0.5)
+        call = lambda: paged_prefill_attention(  # noqa: E731
+            q, k, v, *args_p, k_scale=ks, v_scale=vs)
+        ms = bench_ms(call, args.cpu_smoke)
+        ref = paged_prefill_attention_reference(q, k, v, *args_p, k_scale=ks, v_scale=vs)
+        rows.append(dict(workload=f"prefill {seqs} x {new} new over {cached} cached", kind=kind,
+                         ms=ms, tflops=flop / ms / 1e9, rel_err=rel_err(call(), ref)))
+        del k, v, ks, vs
+        k, _, ks, _, table = paged_pool(reqs, n, H_kv, D, bs, kind == "fp8", device, layers=L)
+        sargs = (qc, torch.arange(reqs, **i32), table, torch.full((reqs,), n, **i32), window)
+        call = lambda: attention_score(k, *sargs, k_scale=ks)  # noqa: E731
+        ms = bench_ms(call, args.cpu_smoke)
+        nbytes = 2 * L * reqs * n * H_kv * ((D + 4) if kind == "fp8" else 2 * D)  # two passes
+        rows.append(dict(workload=f"score {L} layers x {reqs} requests x {n} keys, W {W}",
+                         kind=kind, ms=ms, gbps=nbytes / ms / 1e6,
+                         rel_err=rel_err(call(), attention_score_reference(k, *sargs,
+                                                                             k_scale=ks))))
+        del k, ks
+    for r in sorted(rows, key=lambda r: r["workload"]):
+        rate = f"{r['tflops']:7.1f} TFLOP/s" if "tflops" in r else f"{r['gbps']:7.1f} GB/s   "
+        print(f"  {r['workload']:<50} {r['kind']:<5} {r['ms']:8.3f} ms {rate}  "
+              f"err {r['rel_err']:.1e}", flush=True)
+    return rows
+
+
+def summary(decode, shapes):
+    print("\nbest FP8 variant per shape, and the bf16 kernel at the same shape:")
+    best = {}
+    for name in shapes:
+        rows = [r for r in decode if r["workload"].startswith(f"decode ({name})") and "ms" in r]
+        fp8 = min((r for r in rows if r["kind"] == "fp8"), key=lambda r: r["ms"], default=None)
+        bf16 = next((r for r in rows if r["kind"] == "bf16"), None)
+        if fp8 is None or bf16 is None:
+            print(f"  decode ({name}): no successful run to compare")
+            continue
+        best[name] = dict(fp8=fp8, bf16=bf16, speedup=bf16["ms"] / fp8["ms"])
+        print(f"  {fp8['workload']}")
+        for r in (fp8, bf16):
+            print_row(r)
+        print(f"    fp8 / bf16 speed-up {bf16['ms'] / fp8['ms']:.2f}x")
+    return best
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", metavar="OUT", help="write every row, the environment and the "
+                    "copy bandwidth here")
+    ap.add_argument("--shapes", default="a,b", help="decode shapes: a (512 x 2048), "
+                    "b (64 x 16384)")
+    ap.add_argument("--full-grid", action="store_true",
+                    help="time every combination of the grid (far over 3 minutes)")
+    ap.add_argument("--cpu-smoke", action="store_true",
+                    help="tiny shapes in the Triton interpreter, one variant each (a test)")
+    args = ap.parse_args(argv)
+    names = [s.strip() for s in args.shapes.split(",") if s.strip()]
+    if not set(names) <= set(GPU_SHAPES):
+        print(f"--shapes: choose from {sorted(GPU_SHAPES)}, got {args.shapes!r}", file=sys.stderr)
+        return 2
+    if args.cpu_smoke:
+        if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+            print("--cpu-smoke needs TRITON_INTERPRET=1 before triton is imported",
+                  file=sys.stderr)
+            return 2
+        os.environ["TRITON_INTERPRET"] = "1"
+    elif not torch.cuda.is_available():
+        print("fp8_kernel_sweep needs a CUDA GPU (or --cpu-smoke)", file=sys.stderr)
+        return 2
+    device = "cpu" if args.cpu_smoke else "cuda"
+    shapes = SMOKE_SHAPES if args.cpu_smoke else {s: GPU_SHAPES[s] for s in names}
+    dims = SMOKE if args.cpu_smoke else GPU
+    env = environment(args.cpu_smoke)
+    print(" ".join(f"{k}={v}" for k, v in env.items()), flush=True)
+    copy = copy_gbps(device, args.cpu_smoke)
+    print(f"copy bandwidth {copy:.1f} GB/s (read + written)", flush=True)
+    decode = []
+    for name, (rows, ctx) in shapes.items():
+        print(f"decode ({name}) {rows} rows x {ctx} keys, H {dims['H_q']}/{dims['H_kv']}, "
+              f"D {dims['D']}, block {dims['bs']}", flush=True)
+        decode += decode_rows(name, rows, ctx, dims, copy, args, device)
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    other = other_rows(dims, args, device)
+    best = summary(decode, shapes)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(environment=env, copy_gbps=copy, grid=GRID, decode=decode,
+                           best=best, other=other), f, indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""scripts/fp8_kernel_sweep.py runs end to end (--cpu-smoke: tiny shapes, Triton interpreter,
+one variant each) and reports what it measured: bytes per variant, errors, the JSON."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+MODULE = "scripts.fp8_kernel_sweep"
+
+
+def test_fp8_kernel_sweep_cpu_smoke(tmp_path):
+    out = tmp_path / "sweep.json"
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    proc = subprocess.run([sys.executable, "-m", MODULE, "--cpu-smoke", "--json", str(out)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "copy bandwidth" in proc.stdout and "speed-up" in proc.stdout
+    data = json.loads(out.read_text())
+    assert data["copy_gbps"] > 0 and data["environment"]["triton"]
+    kinds = {r["kind"]: r for r in data["decode"]}
+    assert set(kinds) == {"bf16", "fp8"}
+    # 3 rows x 48 keys, H_kv 2, D 32: K + V (+ a float32 scale per row for fp8)
+    assert kinds["bf16"]["bytes"] == 3 * 48 * 2 * 2 * 32 * 2
+    assert kinds["fp8"]["bytes"] == 3 * 48 * 2 * 2 * (32 + 4)
+    for row in data["decode"] + data["other"]:
+        assert "error" not in row, row
+        assert row["ms"] > 0 and row["rel_err"] < 2e-2, row  # bf16 outputs: ~1 ulp
+    assert {r["workload"].split()[0] for r in data["other"]} == {"prefill", "score"}
+    assert data["best"]["a"]["fp8"]["kind"] == "fp8"

@@ -1,0 +1,55 @@
+"""Launch parameters of the attention kernels on an FP8 cache, picked for FP8 bytes.
+
+An FP8 K/V tile is half the bytes of a bf16 one, so the tiles and pipelines that hide the
+latency of bf16 loads are too small here: the FP8 defaults take twice the keys per tile and
+a deeper pipeline. Every value can be overridden per call (the wrappers' tile_n, num_warps,
+num_stages, fp8_operand arguments), which is how scripts/fp8_kernel_sweep.py compares
+variants on the GPU. The defaults below are a first choice made for FP8 bytes, not yet
+measured: they should become what the sweep picks on the H200 (docs/fp8.md).
+
+operand: the tl.dot operand type of the e4m3 tiles (and of q and P). float16 is one
+hardware conversion per two elements on sm_89+ and keeps 10 mantissa bits for P; it needs
+|q| < 65504 (queries beyond f16's range, unusual for normed queries, need bfloat16).
+float32 queries keep float32 operands (exact; the CPU interpreter tests use them).
+"""
+from dataclasses import dataclass, replace
+
+import torch
+
+from zipage.kernels.fp8 import FP8_DTYPE
+
+OPERAND_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel variant: dot operand type, keys per tile, warps, pipeline stages, and
+    (prefill) query rows per tile."""
+    operand: torch.dtype
+    tile_n: int
+    num_warps: int
+    num_stages: int
+    tile_m: int | None = None
+
+
+FP8_DECODE = Launch(torch.float16, tile_n=128, num_warps=4, num_stages=3)
+FP8_PREFILL = Launch(torch.float16, tile_n=64, num_warps=8, num_stages=3, tile_m=128)
+FP8_SCORE = Launch(torch.float16, tile_n=64, num_warps=4, num_stages=3)
+
+
+def resolve_launch(default: Launch, q_dtype: torch.dtype, operand=None,
+                   **overrides) -> Launch:
+    """`default` with the non-None `overrides` (tile_n, num_warps, ...) and the operand
+    type: `operand` if given, float32 for float32 queries, else default.operand."""
+    if operand is None:
+        operand = torch.float32 if q_dtype == torch.float32 else default.operand
+    if operand not in OPERAND_DTYPES:
+        raise ValueError(f"fp8_operand must be one of {OPERAND_DTYPES}, got {operand}")
+    given = {name: value for name, value in overrides.items() if value is not None}
+    return replace(default, operand=operand, **given)
+
+
+def check_no_fp8_operand(cache_dtype: torch.dtype, fp8_operand) -> None:
+    """fp8_operand only means something for an FP8 cache: reject it elsewhere."""
+    if fp8_operand is not None and cache_dtype != FP8_DTYPE:
+        raise ValueError(f"fp8_operand is for an fp8 cache; this cache is {cache_dtype}")

@@ -1,0 +1,142 @@
+"""Tile steps of the attention kernels on an FP8 (e4m3) cache, and attend_tiles, the K/V loop
+of paged decode and prefill for either cache.
+
+The e4m3 tiles go to tl.dot as they are (converted in registers, exact) and the per-(token,
+KV head) scales (fp8.py) act on the small matrices instead of on every element:
+
+    K: s[r, j] = (q_r . kq_j) * k_scale_j * qk_scale     a scale per column of the scores
+    V: acc[r] += vmax * sum_j (p[r, j] * w_j) * vq_j      w_j = v_scale_j / vmax in [0, 1]
+
+where vmax is the tile's largest V scale: p * w stays in [0, 1], so P rounded to an f16 dot
+operand cannot underflow the way p * v_scale (as small as 1e-9) would. Per key and KV head
+that is D bytes + one float32 per K and per V, two scalar multiplies per score and one per
+probability; the cost per element is one conversion (e4m3x2 -> f16x2 is one instruction on
+sm_89+), against the former load-time dequantize q * s (convert, fp32 multiply, round).
+Bytes and FLOPs per step: docs/fp8.md.
+"""
+from zipage.kernels._dispatch import tl, triton
+from zipage.kernels.paged_tiles import (INTERPRETER, attend_kv_tiles, dot_operand,
+                                        online_softmax_step, paged_offsets)
+
+
+@triton.jit
+def fp8_operand(x, DOT_DTYPE: tl.constexpr):
+    """An e4m3 tile as a tl.dot operand. Exact: every e4m3 value is an f16, bf16 and f32
+    value. Compiled, one conversion in registers, no fp32 round trip; under the
+    interpreter fp32 holding the same values (see paged_tiles.INTERPRETER)."""
+    if INTERPRETER:
+        return x.to(tl.float32)
+    return x.to(DOT_DTYPE)
+
+
+@triton.jit
+def load_fp8_tile(cache_ptr, scale_ptr, offsets, key_ok, MASKED: tl.constexpr,
+                  HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr):
+    """(e4m3 tile (rows, HEAD_DIM_PAD), float32 scales (rows,)) of the cache rows at element
+    `offsets`, a row's scale at offset // HEAD_DIM (fp8.py). Only a MASKED tile masks rows
+    (to 0, scale 0) and only a padded head dim masks columns: full tiles load unpredicated."""
+    cols = tl.arange(0, HEAD_DIM_PAD)
+    ptrs = cache_ptr + offsets[:, None] + cols[None, :]
+    scale_ptrs = scale_ptr + offsets // HEAD_DIM
+    if MASKED:
+        x = tl.load(ptrs, mask=key_ok[:, None] & (cols[None, :] < HEAD_DIM), other=0.0)
+        scale = tl.load(scale_ptrs, mask=key_ok, other=0.0)
+    else:
+        if HEAD_DIM == HEAD_DIM_PAD:
+            x = tl.load(ptrs)
+        else:
+            x = tl.load(ptrs, mask=cols[None, :] < HEAD_DIM, other=0.0)
+        scale = tl.load(scale_ptrs)
+    return x, scale
+
+
+@triton.jit
+def fp8_scores(q, k, k_scale, qk_scale, DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr):
+    """Scores (rows, keys) of the dot operand q against an e4m3 key tile k with row scales
+    k_scale: (q . k^T) * k_scale * qk_scale, the scale on the columns."""
+    s = tl.dot(q, tl.trans(fp8_operand(k, DOT_DTYPE)), input_precision=DOT_PREC)
+    return s * (k_scale * qk_scale)[None, :]
+
+
+@triton.jit
+def fp8_tile_step(q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
+                  offsets, keys, key_end, last_key, qk_scale, MASKED: tl.constexpr,
+                  HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
+                  DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr):
+    """One K/V tile (keys at element `offsets`) folded into the online softmax state; the
+    scales as in the module docstring."""
+    key_ok = keys < key_end
+    k, k_scale = load_fp8_tile(k_cache_ptr, k_scale_ptr, offsets, key_ok, MASKED, HEAD_DIM,
+                               HEAD_DIM_PAD)
+    s = fp8_scores(q, k, k_scale, qk_scale, DOT_DTYPE, DOT_PREC)
+    if MASKED:
+        s = tl.where(keys[None, :] <= last_key[:, None], s, float("-inf"))
+    m_i, l_i, p, alpha = online_softmax_step(m_i, l_i, s)
+    v, v_scale = load_fp8_tile(v_cache_ptr, v_scale_ptr, offsets, key_ok, MASKED, HEAD_DIM,
+                               HEAD_DIM_PAD)
+    v_max = tl.max(v_scale, 0)
+    weight = v_scale / tl.where(v_max > 0, v_max, 1.0)
+    pv = tl.dot(dot_operand(p * weight[None, :], DOT_DTYPE), fp8_operand(v, DOT_DTYPE),
+                input_precision=DOT_PREC)
+    return m_i, l_i, acc * alpha[:, None] + pv * v_max
+
+
+@triton.jit
+def attend_fp8_tiles(q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
+                     table_row_ptr, head_offset, stride_block, stride_slot, key_start, key_end,
+                     last_key, qk_scale, MASKED: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+                     TILE_N: tl.constexpr, HEAD_DIM: tl.constexpr,
+                     HEAD_DIM_PAD: tl.constexpr, DOT_DTYPE: tl.constexpr,
+                     DOT_PREC: tl.constexpr):
+    """paged_tiles.attend_kv_tiles for an FP8 cache with its scales; key_start must be a
+    multiple of TILE_N (every caller's is)."""
+    if BLOCK_SIZE % TILE_N == 0:
+        # A tile lies in one block: one table entry per tile, read a tile ahead, so the K/V
+        # loads depend on no load of their own iteration and num_stages sets how many tiles
+        # are in flight (a table read in the same iteration held the pipeline to one).
+        block = tl.load(table_row_ptr + key_start // BLOCK_SIZE, mask=key_start < key_end,
+                        other=0)
+        for start in range(key_start, key_end, TILE_N):
+            following = start + TILE_N
+            next_block = tl.load(table_row_ptr + following // BLOCK_SIZE,
+                                 mask=following < key_end, other=0)
+            keys = start + tl.arange(0, TILE_N)
+            offsets = (head_offset + block.to(tl.int64) * stride_block
+                       + (keys % BLOCK_SIZE) * stride_slot)
+            m_i, l_i, acc = fp8_tile_step(q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr,
+                                          k_scale_ptr, v_scale_ptr, offsets, keys, key_end,
+                                          last_key, qk_scale, MASKED, HEAD_DIM, HEAD_DIM_PAD,
+                                          DOT_DTYPE, DOT_PREC)
+            block = next_block
+    else:  # tiles span blocks: a table entry per key
+        for start in range(key_start, key_end, TILE_N):
+            keys = start + tl.arange(0, TILE_N)
+            offsets = head_offset + paged_offsets(table_row_ptr, keys, keys < key_end,
+                                                  stride_block, stride_slot, BLOCK_SIZE)
+            m_i, l_i, acc = fp8_tile_step(q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr,
+                                          k_scale_ptr, v_scale_ptr, offsets, keys, key_end,
+                                          last_key, qk_scale, MASKED, HEAD_DIM, HEAD_DIM_PAD,
+                                          DOT_DTYPE, DOT_PREC)
+    return m_i, l_i, acc
+
+
+@triton.jit
+def attend_tiles(q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
+                 table_row_ptr, head_offset, stride_block, stride_slot, key_start, key_end,
+                 last_key, qk_scale, MASKED: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+                 TILE_N: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
+                 DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr, QUANT: tl.constexpr):
+    """The K/V loop of paged decode and prefill: attend_fp8_tiles for an FP8 cache (QUANT),
+    else paged_tiles.attend_kv_tiles (the scale pointers unused)."""
+    if QUANT:
+        m_i, l_i, acc = attend_fp8_tiles(
+            q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
+            table_row_ptr, head_offset, stride_block, stride_slot, key_start, key_end,
+            last_key, qk_scale, MASKED, BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE,
+            DOT_PREC)
+    else:
+        m_i, l_i, acc = attend_kv_tiles(
+            q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, table_row_ptr, head_offset,
+            stride_block, stride_slot, key_start, key_end, last_key, qk_scale, MASKED,
+            BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC)
+    return m_i, l_i, acc
