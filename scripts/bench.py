@@ -26,6 +26,8 @@ SUBCOMMANDS = {
     "kernels": ("scripts.throughput.kernels", "Triton kernels vs PyTorch references: speed"),
     "dp": ("scripts.throughput.dp", "one engine vs N data-parallel replicas, same workload"),
     "fp8": ("scripts.throughput.fp8", "fp8 vs model-dtype KV cache, Full KV and Zipage"),
+    "fp8-kernels": ("scripts.throughput.fp8_kernels",
+                    "FP8 paged attention kernels vs the FP8 byte roofline, next to bf16"),
     # fidelity: does compression change what the model says? (SmolLM2, CPU ok)
     "fidelity": ("scripts.fidelity.nll", "teacher-forced NLL vs Full KV (CPU ok)"),
     "fidelity-decide": ("scripts.fidelity.decide",

@@ -80,7 +80,7 @@ def test_prefill_fp8(triton_cpu, bs, G, H_kv, D, tile_m, tile_n, q_dtype, fp8_op
 
 
 # (operand, tile_n, num_warps, num_stages, num_splits): every value of each axis of the
-# sweep's grid (scripts/fp8_kernel_sweep.py) at least once, the default launch first, so
+# sweep's grid (scripts/throughput/fp8_kernels.py) at least once, the default launch first, so
 # tests/test_triton_compile.py compiles them for sm_90 at the Qwen3-8B constants
 SWEEP_COVER = [(F16, 128, 4, 3, 1), (F16, 128, 4, 3, 2), (BF16, 64, 8, 2, 4),
                (F16, 256, 8, 4, 1), (BF16, 256, 4, 2, 8), (F16, 64, 4, 4, 2)]

@@ -1,5 +1,6 @@
-"""scripts/fp8_kernel_sweep.py runs end to end (--cpu-smoke: tiny shapes, Triton interpreter,
-one variant each) and reports what it measured: bytes per variant, errors, the JSON."""
+"""`bench fp8-kernels` (scripts/throughput/fp8_kernels.py) runs end to end (--cpu-smoke: tiny
+shapes, Triton interpreter, one variant each) and reports what it measured: bytes per variant,
+errors, the JSON."""
 import json
 import os
 import subprocess
@@ -7,7 +8,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-MODULE = "scripts.fp8_kernel_sweep"
+MODULE = "scripts.throughput.fp8_kernels"
 
 
 def test_fp8_kernel_sweep_cpu_smoke(tmp_path):

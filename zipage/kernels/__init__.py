@@ -21,7 +21,7 @@ fp8.py              FP8 (e4m3) cache layout: per-(token, head)     kernels/test_
 fp8_tiles.py        FP8 tile steps: e4m3 dot operands, scales on    kernels/test_fp8_
                     score columns and folded into P; attend_tiles  attention.py
 fp8_launch.py       FP8 launch defaults (operand, tiles, warps,    (the sweep picks them:
-                    stages) and the per-call overrides             scripts/fp8_kernel_sweep)
+                    stages) and the per-call overrides             bench fp8-kernels)
 _dispatch.py        Triton or the reference, by device             -
 
 GPU tests (compiled kernels vs references, `pytest -m gpu tests/gpu`):

@@ -3,7 +3,7 @@
 An FP8 K/V tile is half the bytes of a bf16 one, so the tiles and pipelines that hide the
 latency of bf16 loads are too small here: the FP8 defaults take twice the keys per tile and
 a deeper pipeline. Every value can be overridden per call (the wrappers' tile_n, num_warps,
-num_stages, fp8_operand arguments), which is how scripts/fp8_kernel_sweep.py compares
+num_stages, fp8_operand arguments), which is how scripts/throughput/fp8_kernels.py compares
 variants on the GPU. The defaults below are a first choice made for FP8 bytes, not yet
 measured: they should become what the sweep picks on the H200 (docs/fp8.md).
 

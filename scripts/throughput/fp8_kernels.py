@@ -1,8 +1,8 @@
 """FP8 paged attention on the GPU: decode variants against the FP8 byte roofline, next to the
 bf16 kernel, plus FP8 prefill and the compression score kernel, bf16 vs fp8.
 
-    python -m scripts.fp8_kernel_sweep [--json OUT] [--shapes a,b] [--full-grid]   (~2-3 min)
-    python -m scripts.fp8_kernel_sweep --cpu-smoke      (tiny shapes, Triton interpreter)
+    python -m scripts.bench fp8-kernels [--json OUT] [--shapes a,b] [--full-grid]   (~2-3 min)
+    python -m scripts.bench fp8-kernels --cpu-smoke      (tiny shapes, Triton interpreter)
 
 Roofline: the bytes a decode step must read (K and V of every context token and, for FP8,
 their float32 scales) over the copy bandwidth measured first (a 2 GiB device-to-device copy,
@@ -254,8 +254,7 @@ def summary(decode, shapes):
     return best
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--json", metavar="OUT", help="write every row, the environment and the "
                     "copy bandwidth here")
     ap.add_argument("--shapes", default="a,b", help="decode shapes: a (512 x 2048), "
@@ -264,7 +263,9 @@ def main(argv=None) -> int:
                     help="time every combination of the grid (far over 3 minutes)")
     ap.add_argument("--cpu-smoke", action="store_true",
                     help="tiny shapes in the Triton interpreter, one variant each (a test)")
-    args = ap.parse_args(argv)
+
+
+def main(args) -> int:
     names = [s.strip() for s in args.shapes.split(",") if s.strip()]
     if not set(names) <= set(GPU_SHAPES):
         print(f"--shapes: choose from {sorted(GPU_SHAPES)}, got {args.shapes!r}", file=sys.stderr)
@@ -276,7 +277,7 @@ def main(argv=None) -> int:
             return 2
         os.environ["TRITON_INTERPRET"] = "1"
     elif not torch.cuda.is_available():
-        print("fp8_kernel_sweep needs a CUDA GPU (or --cpu-smoke)", file=sys.stderr)
+        print("fp8-kernels needs a CUDA GPU (or --cpu-smoke)", file=sys.stderr)
         return 2
     device = "cpu" if args.cpu_smoke else "cuda"
     shapes = SMOKE_SHAPES if args.cpu_smoke else {s: GPU_SHAPES[s] for s in names}
@@ -302,4 +303,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
+    sys.exit(main(parser.parse_args()))
