@@ -108,12 +108,12 @@ def answer_agreement(run_rows: list[dict], base_rows: list[dict], cross: dict) -
     (tasks/answer_classes.cross_classes; problems where either run has no answer may be absent).
     A problem agrees when both majority answers (over all its samples) exist and the run's is
     equivalent to the baseline's; one where either has no answer disagrees and is counted in
-    `unanswered_problems`. sample_answer_in_baseline: per problem, the fraction of the run's
-    samples whose answer is equivalent to one of the baseline's answers (no answer: not),
-    averaged over problems.
+    `unanswered_problems`. sample_answer_in_baseline: of the run's samples that have an
+    answer, the fraction whose answer is equivalent to one of the baseline's answers to that
+    problem (None when no sample has an answer; unanswered samples show in other metrics).
     """
     run, base = by_problem(run_rows), by_problem(base_rows)
-    agree, in_base, unanswered = [], [], 0
+    agree, answered, in_base, unanswered = [], 0, 0, 0
     for pid in (p for p in run if p in base):
         classes = _classes(run[pid])
         mine, theirs = majority_class(classes), majority_class(_classes(base[pid]))
@@ -121,9 +121,9 @@ def answer_agreement(run_rows: list[dict], base_rows: list[dict], cross: dict) -
         if mine is None or theirs is None:
             unanswered += 1
         agree.append(float(mine is not None and theirs is not None and to_base[mine] == theirs))
-        in_base.append(sum(1 for c in classes if c is not None and to_base[c] is not None)
-                       / len(classes))
+        answered += sum(1 for c in classes if c is not None)
+        in_base += sum(1 for c in classes if c is not None and to_base[c] is not None)
     m, se = mean_stderr(agree)
     return {"answer_agreement": {"mean": m, "stderr": se, "problems": len(agree),
                                  "unanswered_problems": unanswered},
-            "sample_answer_in_baseline": mean_stderr(in_base)[0]}
+            "sample_answer_in_baseline": in_base / answered if answered else None}

@@ -95,7 +95,7 @@ def test_agreement_goes_through_the_cross_map_and_counts_new_answers():
     cross = {"a": [0, None], "b": [1, 0]}
     got = answer_agreement(rows(run), rows(BASE), cross)
     assert got["answer_agreement"]["mean"] == 1.0
-    assert got["sample_answer_in_baseline"] == pytest.approx((2 / 3 + 1) / 2)
+    assert got["sample_answer_in_baseline"] == pytest.approx(5 / 6)  # a's first sample is new
 
 
 def test_a_problem_without_a_majority_answer_disagrees_and_is_counted():
@@ -104,7 +104,9 @@ def test_a_problem_without_a_majority_answer_disagrees_and_is_counted():
     got = answer_agreement(rows(run), rows(base), {"a": [0, 1]})
     assert got["answer_agreement"] == {"mean": 0.5, "stderr": 0.5, "problems": 2,
                                        "unanswered_problems": 1}   # b; c is not in the run
-    assert got["sample_answer_in_baseline"] == pytest.approx(0.5)
+    assert got["sample_answer_in_baseline"] == 1.0  # of the samples that have an answer
+    nothing = answer_agreement(rows({"b": run["b"]}), rows(base), {})
+    assert nothing["sample_answer_in_baseline"] is None
 
 
 def test_a_cross_map_missing_a_problem_both_answered_is_an_error():
