@@ -20,6 +20,8 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import OmegaConf
 
+from tasks.tables_answers import answer_fields
+
 SETTING = ["model", "n", "max_tokens", "temperature"]  # one table per setting
 METHOD = ["engine", "budget", "variant"]                # one table row per method
 # Config keys that never tell two runs apart in a table (paths, logging, the sweep's budget
@@ -46,6 +48,7 @@ def _read_run(run_dir: Path) -> dict | None:
     b = s.get("baseline") or {}
     row.update(accuracy_retained=b.get("accuracy_retained"), speedup=b.get("speedup"),
                baseline_dir=b.get("run_dir"))
+    row.update(answer_fields(s))
     row["key"] = run_key(run_dir)
     config = run_dir / "config.yaml"
     if config.exists():
@@ -134,9 +137,11 @@ def methods(df: pd.DataFrame) -> pd.DataFrame:
     return m.drop(columns="full")
 
 
-def setting_tables(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame, pd.DataFrame]]:
-    """(title, accuracy table, throughput table) per model and sampling setting, as text cells."""
-    from tasks.tables_format import accuracy_cell, mean_retained, throughput_cell
+def setting_tables(df: pd.DataFrame) -> list[tuple]:
+    """(title, accuracy table, throughput table, [(task, answers table)]) per model and
+    sampling setting, as text cells."""
+    from tasks.tables_answers import answer_tables, mean_agreement
+    from tasks.tables_format import accuracy_cell, mark, mean_retained, throughput_cell
     out = []
     for setting, runs in df.groupby(SETTING, dropna=False, sort=True):
         model, n, max_tokens, temp = setting
@@ -149,12 +154,14 @@ def setting_tables(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame, pd.DataFra
                .reindex(index=labels, columns=tasks).fillna("-"))
         acc["mean retained"] = runs.groupby("method")["accuracy_retained"].mean().map(mean_retained)
         acc["mean retained"] = acc["mean retained"].fillna("-")
+        acc["mean agreement"] = mean_agreement(runs).reindex(labels).fillna("-")
         tput = (cells.apply(throughput_cell, axis=1).unstack("task")
                 .reindex(index=labels, columns=tasks).fillna("-"))
         acc.index.name = tput.index.name = "method"
         acc.columns.name = tput.columns.name = None
         tput.columns = [f"{t} tok/s (x)" for t in tput.columns]
-        out.append((f"{model} (n={n}, max_tokens={max_tokens}, T={temp})", acc, tput))
+        out.append((f"{model} (n={n}, max_tokens={max_tokens}, T={temp})", acc, tput,
+                    answer_tables(runs, labels, mark)))
     return out
 
 

@@ -30,7 +30,9 @@ def test_an_empty_bin_has_no_accuracy():
     assert [b["accuracy"] for b in got["bins"]] == [None, None, None, 1.0]
 
 
-@pytest.mark.parametrize("tokens,why", [(33, "outside"), (-1, "outside"), (None, "not a token count")])
+@pytest.mark.parametrize("tokens,why", [(33, "outside"), (-1, "outside"),
+                                        (None, "not a token count")])
 def test_a_length_outside_zero_to_max_tokens_is_an_error(tokens, why):
+    row = {"problem_id": "p", "sample_index": 0, "completion_tokens": tokens}
     with pytest.raises(ValueError, match=why):
-        accuracy_by_length([{"problem_id": "p", "sample_index": 0, "completion_tokens": tokens}], 32)
+        accuracy_by_length([row], 32)
