@@ -107,9 +107,10 @@ def representatives(rows: list[dict]) -> dict:
 
 def cross_classes(run_reps: dict, base_reps: dict, *, workers: int = 2,
                   timeout: float = 5.0) -> tuple[dict, dict]:
-    """Per problem both runs answered, per run class the first baseline class whose
-    representative verifies equal to the run's (verify(baseline rep, run rep)), or None.
-    Returns (problem id -> list indexed by run class, stats)."""
+    """Per problem both runs answered, per run class the baseline class with the same
+    representative string, else the first whose representative verifies equal to the run's
+    (verify(baseline rep, run rep)), else None. Returns (problem id -> list indexed by run
+    class, stats)."""
     pids = [p for p in run_reps if base_reps.get(p)]
     items = [{"known": base_reps[p], "answers": run_reps[p], "grow": False, "timeout": timeout,
               "budget_s": BUDGET_S} for p in pids]

@@ -3,8 +3,8 @@ worker process (math-verify's timeouts use signal.alarm, which only works in a p
 main thread), so it imports no engine code.
 
 The rule, greedy in the order the answers are given (sample-index order): an answer joins
-the first class whose representative `rep` satisfies verify(rep, answer); otherwise it starts
-a new class and is its representative. math-verify's verify is neither always symmetric nor
+the class whose representative is the same string, else the first class whose representative
+`rep` satisfies verify(rep, answer); otherwise it starts a new class and is its representative. math-verify's verify is neither always symmetric nor
 always transitive, so the direction is fixed: the representative is always the reference
 ("gold") side, and the result depends on the order of the answers, which is stated.
 """
@@ -35,8 +35,6 @@ class _Comparer:
 
     def equal(self, rep: str, answer: str) -> bool:
         from math_verify import verify
-        if rep == answer:
-            return True
         if time.monotonic() > self.deadline:
             self.stats["skipped"] += 1
             return False
@@ -70,14 +68,16 @@ def classify(item: dict) -> dict:
 def by_string(item: dict) -> dict:
     """classify's answer when a worker could not run the item (it stalled or crashed):
     classes by string identity only, nothing compared."""
-    return {**_cluster(item, str.__eq__), "comparisons": 0, "timeouts": 0, "skipped": 0}
+    return {**_cluster(item, lambda rep, answer: False), "comparisons": 0, "timeouts": 0,
+            "skipped": 0}
 
 
 def _cluster(item: dict, equal) -> dict:
     reps = list(item["known"])
     classes: list[int | None] = []
     for answer in item["answers"]:
-        found = next((i for i, rep in enumerate(reps) if equal(rep, answer)), None)
+        found = reps.index(answer) if answer in reps else next(
+            (i for i, rep in enumerate(reps) if equal(rep, answer)), None)
         if found is None and item["grow"]:
             reps.append(answer)
             found = len(reps) - 1

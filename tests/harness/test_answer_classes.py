@@ -6,6 +6,7 @@ from tasks import get_task
 from tasks.answer_classes import (answer_classes, cross_classes, representatives,
                                   voting_answer)
 from tasks.consensus import answer_agreement, maj_at_k
+from tasks.math_equivalence import by_string, classify
 
 HANG = "9^{9^{9^{9}}}"  # sympy cannot compare it with 5 in a second
 
@@ -81,3 +82,14 @@ def test_representatives_need_classes_numbered_from_zero():
     rows = with_classes([sample("p", 0, "3", True), sample("p", 1, "4", False)], [0, 2])
     with pytest.raises(ValueError, match=r"problem p: answer classes \[0, 2\]"):
         representatives(rows)
+
+
+def test_past_its_time_budget_a_problem_tells_answers_apart_by_string_only():
+    got = classify({"known": [], "answers": ["1/2", "0.5", "3"], "grow": True, "budget_s": 0})
+    assert got["classes"] == [0, 1, 2] and got["skipped"] == 3 and got["comparisons"] == 0
+
+
+def test_a_problem_whose_worker_failed_gets_classes_by_string():
+    item = {"known": ["7", "1/2"], "answers": ["0.5", "7"], "grow": False}
+    assert by_string(item)["classes"] == [None, 0]
+    assert by_string({**item, "grow": True})["classes"] == [2, 0]
