@@ -24,7 +24,8 @@ BUDGET_S = 60.0  # one problem's comparisons; past it, answers are told apart by
 class Classes:
     per_row: list        # per input row, its answer class (int) or None
     reps: dict           # problem id -> representative answer string per class
-    stats: dict = field(default_factory=dict)  # comparisons, timeouts, skipped, failed_problems
+    # comparisons, timeouts, skipped, failed_problems (their classes are by string only)
+    stats: dict = field(default_factory=dict)
 
 
 def voting_answer(row: dict, penalize_truncated: bool = True) -> str | None:
@@ -38,26 +39,47 @@ def voting_answer(row: dict, penalize_truncated: bool = True) -> str | None:
     return answer
 
 
+def needs_comparison(item: dict) -> bool:
+    """Whether classify would call verify on the item (otherwise strings settle it, and no
+    worker is started: a greedy run's single answers, a run's cross map with itself)."""
+    reps = list(item["known"])
+    for answer in item["answers"]:
+        if answer in reps:
+            continue
+        if reps:
+            return True
+        if item["grow"]:
+            reps.append(answer)
+    return False
+
+
 def _run(items: list[dict], workers: int, timeout: float) -> tuple[list[dict], dict]:
     stats = {"comparisons": 0, "timeouts": 0, "skipped": 0, "failed_problems": 0}
-    if not items:
-        return [], stats
+    out = [math_equivalence.by_string(it) for it in items]
+    todo = [i for i, it in enumerate(items) if needs_comparison(it)]
+    if not todo:
+        return out, stats
     failures = []
 
     def failed(item, why):
         failures.append(why)
         return math_equivalence.by_string(item)
 
-    stall = BUDGET_S + 4 * timeout + 15  # verify tries up to 4 parse pairs, each under timeout
-    out = map_with_deadline(
-        math_equivalence.classify, items, workers=workers, stall_s=stall,
+    # The budget is checked before each comparison: the last one may still parse both answers
+    # and try verify's 2 x 2 pairs of parsed forms, each under `timeout`.
+    stall = BUDGET_S + 6 * timeout + 15
+    done = map_with_deadline(
+        math_equivalence.classify, [items[i] for i in todo], workers=workers, stall_s=stall,
         initializer=math_grader.warmup,
         on_timeout=lambda it: failed(it, "stalled"),
         on_error=lambda it, e: failed(it, f"{type(e).__name__}: {e}"[:200]))
-    for o in out:
+    for i, o in zip(todo, done):
+        out[i] = o
         for k in ("comparisons", "timeouts", "skipped"):
             stats[k] += o[k]
     stats["failed_problems"] = len(failures)
+    if failures:
+        stats["first_failure"] = failures[0]
     return out, stats
 
 

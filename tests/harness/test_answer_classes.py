@@ -3,8 +3,8 @@ agreement with Full KV built on them. math-verify runs here: few cases, short ti
 import pytest
 
 from tasks import get_task
-from tasks.answer_classes import (answer_classes, cross_classes, representatives,
-                                  voting_answer)
+from tasks.answer_classes import (answer_classes, cross_classes, needs_comparison,
+                                  representatives, voting_answer)
 from tasks.consensus import answer_agreement, maj_at_k
 from tasks.math_equivalence import by_string, classify
 
@@ -87,6 +87,13 @@ def test_representatives_need_classes_numbered_from_zero():
 def test_past_its_time_budget_a_problem_tells_answers_apart_by_string_only():
     got = classify({"known": [], "answers": ["1/2", "0.5", "3"], "grow": True, "budget_s": 0})
     assert got["classes"] == [0, 1, 2] and got["skipped"] == 3 and got["comparisons"] == 0
+
+
+def test_no_worker_starts_when_strings_settle_every_class():
+    assert not needs_comparison({"known": [], "answers": ["7"], "grow": True})  # greedy
+    assert not needs_comparison({"known": ["7", "8"], "answers": ["8", "7"], "grow": False})
+    assert needs_comparison({"known": [], "answers": ["7", "7.0"], "grow": True})
+    assert needs_comparison({"known": ["7"], "answers": ["7.0"], "grow": False})
 
 
 def test_a_problem_whose_worker_failed_gets_classes_by_string():
