@@ -7,8 +7,12 @@ to) into one pandas DataFrame: a row per run, the summary's numbers plus the run
 config flattened as `config.<key>`. A row's method is its engine config name and budget;
 when runs of one engine differ in other settings (a swept `engine.compression.*`, a seed),
 the differing keys are added to the method name. Per model and sampling setting:
-pass@1 ± stderr per task with the mean accuracy retained vs Full KV, and output tok/s with
-the speedup over Full KV. Runs that are not complete are marked '*'.
+pass@1 ± stderr per task with the mean accuracy retained and the mean answer agreement vs
+Full KV; output tok/s with the speedup over Full KV; per task, maj@k ± stderr for the k its
+runs share with the agreement (tasks/tables_answers.py; "n/a" for code and for summaries
+scored before these metrics). Runs that are not complete are marked '*'. Plots
+(tasks/tables_plots.py): per task, pass@1 and speedup against the budget, the Pareto front,
+and accuracy by output length.
 """
 from __future__ import annotations
 
