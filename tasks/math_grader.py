@@ -31,6 +31,15 @@ def _strict_int(s: str | None) -> int | None:
     return int(float(s)) if _INT.match(s) else None
 
 
+def parse_answer(text: str, timeout: int) -> list:
+    """math-verify's parse of a bare answer (a gold answer, or a sample's extracted answer):
+    as LaTeX first, then as a plain expression (plain numbers that fail as LaTeX).
+    Empty when it cannot be parsed."""
+    from math_verify import ExprExtractionConfig, parse
+    found = parse(f"${text}$", parsing_timeout=timeout)
+    return found or parse(text, [ExprExtractionConfig()], parsing_timeout=timeout)
+
+
 def grade(item: dict) -> dict:
     """item: text, finish_reason, gold, timeout (s), penalize_truncated, thinking -> verdict."""
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
@@ -43,9 +52,7 @@ def grade(item: dict) -> dict:
                "truncated": truncated, "has_boxed": boxed is not None, "error": None}
     gold_text = str(item["gold"]).strip()
     try:
-        gold = parse(f"${gold_text}$", parsing_timeout=timeout)
-        if not gold:  # plain numbers that fail as LaTeX
-            gold = parse(gold_text, [ExprExtractionConfig()], parsing_timeout=timeout)
+        gold = parse_answer(gold_text, timeout)
         if not gold:
             verdict["error"] = f"unparsable gold answer {gold_text!r}"
             return verdict

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tasks import math_grader
+from tasks.answer_classes import Classes, answer_classes
 from tasks.base import (INSTRUCTION, HFSource, Problem, Task, check_unique, read_hub, read_jsonl,
                         register)
 from tasks.pool import map_with_deadline
@@ -64,6 +65,14 @@ class MathTask(Task):
             if r.get("error"):  # the engine could not run this request
                 v.update(correct=False, correct_lenient=False, error=r["error"])
         return verdicts
+
+    def answer_classes(self, rows, verdicts, *, workers=2, timeout=5.0) -> Classes:
+        """Per sample, its final answer's class within its problem by math-verify's
+        equivalence (tasks/answer_classes.py), for maj@k and the agreement with Full KV.
+        Code tasks have no such method: maj@k is not defined for code."""
+        return answer_classes([{**r, **v} for r, v in zip(rows, verdicts)],
+                              penalize_truncated=self.options.penalize_truncated,
+                              workers=workers, timeout=timeout)
 
     def summary_extras(self, rows, verdicts, problems):
         checked = [v for v in verdicts if "strict_int_match" in v]

@@ -7,8 +7,12 @@ to) into one pandas DataFrame: a row per run, the summary's numbers plus the run
 config flattened as `config.<key>`. A row's method is its engine config name and budget;
 when runs of one engine differ in other settings (a swept `engine.compression.*`, a seed),
 the differing keys are added to the method name. Per model and sampling setting:
-pass@1 ± stderr per task with the mean accuracy retained vs Full KV, and output tok/s with
-the speedup over Full KV. Runs that are not complete are marked '*'.
+pass@1 ± stderr per task with the mean accuracy retained and the mean answer agreement vs
+Full KV; output tok/s with the speedup over Full KV; per task, maj@k ± stderr for the k its
+runs share with the agreement (tasks/tables_answers.py; "n/a" for code and for summaries
+scored before these metrics). Runs that are not complete are marked '*'. Plots
+(tasks/tables_plots.py): per task, pass@1 and speedup against the budget, the Pareto front,
+and accuracy by output length.
 """
 from __future__ import annotations
 
@@ -19,6 +23,8 @@ from pathlib import Path
 
 import pandas as pd
 from omegaconf import OmegaConf
+
+from tasks.tables_answers import answer_fields
 
 SETTING = ["model", "n", "max_tokens", "temperature"]  # one table per setting
 METHOD = ["engine", "budget", "variant"]                # one table row per method
@@ -46,6 +52,7 @@ def _read_run(run_dir: Path) -> dict | None:
     b = s.get("baseline") or {}
     row.update(accuracy_retained=b.get("accuracy_retained"), speedup=b.get("speedup"),
                baseline_dir=b.get("run_dir"))
+    row.update(answer_fields(s))
     row["key"] = run_key(run_dir)
     config = run_dir / "config.yaml"
     if config.exists():
@@ -134,9 +141,11 @@ def methods(df: pd.DataFrame) -> pd.DataFrame:
     return m.drop(columns="full")
 
 
-def setting_tables(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame, pd.DataFrame]]:
-    """(title, accuracy table, throughput table) per model and sampling setting, as text cells."""
-    from tasks.tables_format import accuracy_cell, mean_retained, throughput_cell
+def setting_tables(df: pd.DataFrame) -> list[tuple]:
+    """(title, accuracy table, throughput table, [(task, answers table)]) per model and
+    sampling setting, as text cells."""
+    from tasks.tables_answers import answer_tables, mean_agreement
+    from tasks.tables_format import accuracy_cell, mark, mean_retained, throughput_cell
     out = []
     for setting, runs in df.groupby(SETTING, dropna=False, sort=True):
         model, n, max_tokens, temp = setting
@@ -149,12 +158,14 @@ def setting_tables(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame, pd.DataFra
                .reindex(index=labels, columns=tasks).fillna("-"))
         acc["mean retained"] = runs.groupby("method")["accuracy_retained"].mean().map(mean_retained)
         acc["mean retained"] = acc["mean retained"].fillna("-")
+        acc["mean agreement"] = mean_agreement(runs).reindex(labels).fillna("-")
         tput = (cells.apply(throughput_cell, axis=1).unstack("task")
                 .reindex(index=labels, columns=tasks).fillna("-"))
         acc.index.name = tput.index.name = "method"
         acc.columns.name = tput.columns.name = None
         tput.columns = [f"{t} tok/s (x)" for t in tput.columns]
-        out.append((f"{model} (n={n}, max_tokens={max_tokens}, T={temp})", acc, tput))
+        out.append((f"{model} (n={n}, max_tokens={max_tokens}, T={temp})", acc, tput,
+                    answer_tables(runs, labels, mark)))
     return out
 
 

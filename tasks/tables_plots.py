@@ -1,7 +1,9 @@
 """Plots of tasks/tables.py's runs: per (setting, task) pass@1 and speedup against the
-budget, and accuracy against throughput with the Pareto front over engines and budgets."""
+budget, accuracy against throughput with the Pareto front over engines and budgets, and
+accuracy by output length."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -85,6 +87,45 @@ def pareto_plot(plt, runs: pd.DataFrame, setting, task: str, path: Path) -> bool
     return True
 
 
+def _length_bins(text) -> list[dict]:
+    """A row's accuracy_by_length bins ([] when absent or malformed)."""
+    try:
+        bins = json.loads(text)["bins"] if isinstance(text, str) else []
+        return [b for b in bins if {"lo", "hi", "samples"} <= set(b)]
+    except (ValueError, KeyError, TypeError):
+        return []
+
+
+def length_plot(plt, runs: pd.DataFrame, setting, task: str, path: Path) -> bool:
+    """Accuracy (pass@1 of the samples in a bin) and the share of samples against output
+    length, one line per method, Full KV included; a point per length bin at its middle."""
+    lines = [(r, _length_bins(r.get("accuracy_by_length"))) for _, r in runs.iterrows()]
+    lines = [(r, bins) for r, bins in lines if bins]
+    if not lines:
+        return False
+    fig, (acc, share) = plt.subplots(1, 2, figsize=(9, 3.4))
+    for r, bins in lines:
+        label = method_label(r["engine"], r["budget"], r["variant"])
+        style = "k--o" if pd.isna(r["budget"]) else "o-"
+        mid = [(b["lo"] + b["hi"]) / 2 for b in bins]
+        total = sum(b["samples"] for b in bins) or 1
+        acc.plot(mid, [float("nan") if b.get("accuracy") is None else b["accuracy"] for b in bins],
+                 style, label=label)
+        share.plot(mid, [b["samples"] / total for b in bins], style, label=label)
+    edges = sorted({e for _, bins in lines for b in bins for e in (b["lo"], b["hi"])})
+    for ax, name in ((acc, "accuracy of the bin's samples"), (share, "share of samples")):
+        ax.set_xticks(edges)
+        ax.set_xlabel("output length (tokens); last bin ends at max_tokens")
+        ax.set_ylabel(name)
+        ax.set_ylim(-0.05, 1.05)
+        ax.legend(fontsize=8)
+    fig.suptitle(_title(setting, task))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
 def plot_all(df: pd.DataFrame, out: Path) -> list[Path]:
     import matplotlib
     matplotlib.use("Agg")
@@ -93,7 +134,8 @@ def plot_all(df: pd.DataFrame, out: Path) -> list[Path]:
     for key, runs in df.groupby(SETTING + ["task"], dropna=False, sort=True):
         setting, task = key[:4], key[4]
         runs = runs.sort_values(METHOD)
-        for kind, plot in (("budget", budget_plot), ("pareto", pareto_plot)):
+        for kind, plot in (("budget", budget_plot), ("pareto", pareto_plot),
+                           ("length", length_plot)):
             path = out / _name(setting, task, kind)
             if plot(plt, runs, setting, task, path):
                 written.append(path)

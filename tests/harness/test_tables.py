@@ -1,4 +1,5 @@
 """`python -m tasks.tables`: pandas tables (Markdown, LaTeX, CSV) and plots from run folders."""
+import json
 import os
 import subprocess
 import sys
@@ -67,9 +68,10 @@ def test_tables_from_a_budget_sweep(tmp_path, data_dir, engine):  # noqa: F811
     acc = table_rows(md)
     assert list(acc) == ["Full KV", "zipage b=512", "zipage b=1024", "zipage_paper b=512"]
     s, b = summaries["zipage", 1024], summaries["zipage", 1024]["baseline"]
+    # mean agreement: n/a until scoring writes the answer metrics (issue 33, phase 2)
     assert acc["zipage b=1024"] == [f"{s['pass@1']:.4f} ± {s['pass@1_stderr']:.4f}",
-                                    f"{b['accuracy_retained']:.1f}%"]
-    assert acc["Full KV"] == [f"{b['pass@1']:.4f} ± {b['pass@1_stderr']:.4f}", "100.0%"]
+                                    f"{b['accuracy_retained']:.1f}%", "n/a"]
+    assert acc["Full KV"] == [f"{b['pass@1']:.4f} ± {b['pass@1_stderr']:.4f}", "100.0%", "n/a"]
     tput = table_rows(md, 1)
     assert tput["zipage b=1024"] == [f"{s['output_tokens_per_s']:.0f} ({b['speedup']:.2f}x)"]
     runs = pd.read_csv(out / "runs.csv")
@@ -140,3 +142,77 @@ def test_pareto_front_keeps_the_undominated_points():
                         "pass@1": [0.9, 0.8, 0.7, 0.6, 0.7]})
     front = pareto_front(pts)
     assert front.index.tolist() == [0, 1, 4]
+
+
+def write_summary(root, name, task, engine, budget, **fields):
+    """A hand-made summary.json (one setting: smollm2-135m, n=4, max_tokens=64, T=0.6)."""
+    run = root / name
+    run.mkdir(parents=True)
+    s = {"task": task, "model": "smollm2-135m", "engine": engine, "budget": budget, "n": 4,
+         "max_tokens": 64, "temperature": 0.6, "seed": 0, "pass@1": 0.5, "pass@1_stderr": 0.1,
+         "num_samples": 40, "num_samples_expected": 40, "complete": True,
+         "output_tokens_per_s": 100.0, "baseline": {"accuracy_retained": 100.0}, **fields}
+    (run / "summary.json").write_text(json.dumps(s))
+
+
+def by_length(accuracies):
+    edges = [0, 16, 32, 48, 64]
+    return {"edges": edges, "bins": [{"lo": lo, "hi": hi, "samples": 10, "correct": round(10 * a),
+                                      "accuracy": a}
+                                     for lo, hi, a in zip(edges, edges[1:], accuracies)]}
+
+
+def maj(**ks):
+    return {k[1:]: {"mean": m, "stderr": 0.1, "problems": 10} for k, m in ks.items()}
+
+
+def table_after(md: str, heading: str) -> dict[str, list[str]]:
+    """{method: cells, "method": header cells} of the first table after a heading line."""
+    lines = md.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(heading))
+    rows = {}
+    for line in [lines[start + 2]] + lines[start + 4:]:  # the header, then under the |:--- line
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0]] = cells[1:]
+    return rows
+
+
+def test_maj_at_k_agreement_columns_and_the_length_plot(tmp_path):
+    """Summaries with the answer metrics (issue 33), an older one without them and a code
+    task (maj@k is not defined for code): n/a, never 0."""
+    root = tmp_path / "results"
+    agree = {"mean": 0.8, "stderr": 0.05, "problems": 10, "unanswered_problems": 1}
+    write_summary(root, "full", "amc23", "fullkv", None, **{
+        "maj@k": maj(k1=0.5, k2=0.6, k4=0.7), "accuracy_by_length": by_length([1, .8, .5, 0]),
+        "baseline": {"accuracy_retained": 100.0, "sample_answer_in_baseline": 1.0,
+                     "answer_agreement": {**agree, "mean": 1.0, "stderr": 0.0}}})
+    write_summary(root, "z128", "amc23", "zipage", 128, **{
+        "maj@k": maj(k1=0.45, k2=0.55), "accuracy_by_length": by_length([1, .7, .2, 0]),
+        "baseline": {"accuracy_retained": 90.0, "answer_agreement": agree,
+                     "sample_answer_in_baseline": 0.9}})
+    write_summary(root, "z256", "amc23", "zipage", 256, **{"maj@k": [0.5]})  # older/malformed
+    write_summary(root, "lcb_full", "livecodebench", "fullkv", None)
+    write_summary(root, "lcb_z128", "livecodebench", "zipage", 128)
+    out = tmp_path / "reports"
+    assert tables.main([str(root), "--out", str(out)]) == 0
+    md = (out / "tables.md").read_text()
+    acc = table_rows(md)
+    assert [cells[-1] for cells in acc.values()] == ["100.0%", "80.0%", "n/a"]  # mean agreement
+    amc = table_after(md, "### amc23")
+    assert amc["method"] == ["maj@1", "maj@2", "agreement", "answers in Full KV"]  # k shared
+    assert amc["Full KV"] == ["0.5000 ± 0.1000", "0.6000 ± 0.1000", "100.0 ± 0.0%", "100.0%"]
+    assert amc["zipage b=128"] == ["0.4500 ± 0.1000", "0.5500 ± 0.1000", "80.0 ± 5.0%", "90.0%"]
+    assert amc["zipage b=256"] == ["n/a"] * 4
+    lcb = table_after(md, "### livecodebench")
+    assert lcb["method"] == ["maj@k", "agreement", "answers in Full KV"]
+    assert lcb["Full KV"] == lcb["zipage b=128"] == ["n/a"] * 3
+    assert lcb["zipage b=256"] == ["-"] * 3  # no such run
+    tex = (out / "tables.tex").read_text()
+    assert "amc23, maj@k $\\pm$ stderr and agreement with Full KV" in tex
+    assert "80.0 $\\pm$ 5.0\\%" in tex
+    assert (out / "amc23_smollm2-135m_n4_len64_length.png").stat().st_size > 5000
+    assert not (out / "livecodebench_smollm2-135m_n4_len64_length.png").exists()
+    runs = pd.read_csv(out / "runs.csv")
+    assert runs.set_index("run_dir")["maj@4"].notna().sum() == 1
