@@ -14,7 +14,6 @@ memory stays bounded (not SnapKV as published, which compresses only the prompt)
 than the random floor.
 """
 import json
-import math
 import platform
 import subprocess
 
@@ -78,7 +77,8 @@ def summarize(stored, full, runs, methods) -> dict:
                 tokens = [x for i in idx for x in rows[i]["diffs"]]
                 entry = dict(delta=_mean_se(deltas), delta_se_per_token=fs.standard_error(tokens),
                              argmax_agreement=fs.mean([rows[i]["agree"] for i in idx]),
-                             texts=len(idx), tokens=len(tokens))
+                             texts=len(idx), tokens=len(tokens),
+                             per_text=[round(x, 6) for x in deltas])
                 if base is not None and m != fm.DEFAULT:
                     paired = [rows[i]["delta"] - base[i]["delta"] for i in idx]
                     entry["vs_default"] = _mean_se(paired)
@@ -183,6 +183,5 @@ def write_report(out: str, stored: dict, methods) -> dict:
                    seconds={f"{m}@{B}": round(c["seconds"], 1) for (m, B), c in runs.items()},
                    full_kv_seconds=round(full["seconds"], 1))
     with open(f"{out}.json", "w") as f:
-        json.dump(payload, f, indent=1, default=lambda x: None if isinstance(x, float)
-                  and math.isnan(x) else x)
+        json.dump(payload, f, indent=1)
     return payload

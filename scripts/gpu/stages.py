@@ -41,6 +41,13 @@ def pytest(name: str, limit_s: int, *args: str) -> Command:
 LONG = ("--num-requests", "192", "--output-len", "4096", "--budget", "256", "--block-size", "32",
         "--kv-cache-tokens", "200000")
 TP_TESTS = ("tests/distributed/test_tp_engine_gpu.py", "tests/distributed/test_tp_gpu.py")
+# Issue 32's workloads (whole GPU, block 256): Zipage 512 x (128 -> 4096) at budget 2048, and
+# Full KV 64 x (128 -> 16384)
+ZIPAGE_512 = ("long", "--engines", "zipage", "--num-requests", "512", "--output-len", "4096",
+              "--budget", "2048", "--block-size", "256")
+FULL_64X16K = ("long", "--engines", "full", "--num-requests", "64", "--output-len", "16384",
+               "--budget", "2048", "--block-size", "256")
+SMOLLM2_ENV = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 STAGES = {
     "tests": Stage("every GPU check: kernels and engine on CUDA (pytest -m gpu)", [
@@ -65,6 +72,34 @@ STAGES = {
         bench("fidelity", 440, "fidelity-gpu", "--max-wall-s", "380",
               "--log-dir", "{out}/fidelity_logs", "--results-dir", "{out}/fidelity")],
         env={"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}),
+    "fp8-kernels": Stage("FP8 paged attention vs the FP8 byte roofline next to bf16 (sweep), "
+                         "and the FP8 GPU checks", [
+        bench("fp8_kernels", 300, "fp8-kernels", "--json", "{out}/fp8_kernel_sweep.json"),
+        pytest("fp8_tests", 240, "-m", "gpu", "tests/gpu/test_fp8_kernels.py", "-rA")]),
+    "fp8-calibrate": Stage("the FP8 step-cost calibration (Full KV and Zipage, block 256)", [
+        bench("fp8_calibrate", 360, "calibrate", "--configs", "fullkv/b256", "zipage/b256",
+              "--kv-cache-dtype", "fp8", "--rows", "1", "8", "16", "32", "48", "64", "96",
+              "128", "192", "256", "384", "512", "--out", "{out}/step_cost_fp8.json")]),
+    "fp8-zipage": Stage("Zipage 512 x (128 -> 4096), budget 2048: bf16 then FP8 KV", [
+        bench("zipage512_bf16", 330, *ZIPAGE_512, "--kv-cache-dtype", "auto",
+              "--json", "{out}/zipage512_bf16.json"),
+        bench("zipage512_fp8", 270, *ZIPAGE_512, "--kv-cache-dtype", "fp8",
+              "--json", "{out}/zipage512_fp8.json")]),
+    "fp8-full-long": Stage("Full KV 64 x (128 -> 16384) with FP8 KV", [
+        bench("full64x16k_fp8", 420, *FULL_64X16K, "--kv-cache-dtype", "fp8",
+              "--json", "{out}/full64x16k_fp8.json")]),
+    "full-long": Stage("Full KV 64 x (128 -> 16384) with bf16 KV", [
+        bench("full64x16k_bf16", 540, *FULL_64X16K, "--kv-cache-dtype", "auto",
+              "--json", "{out}/full64x16k_bf16.json")]),
+    "fidelity-domains": Stage("issue 31: SmolLM2's long generations, then every method's "
+                              "fidelity per domain (needs the SmolLM2 GGUF and gguf/omegaconf "
+                              "on PYTHONPATH, ZIPAGE_DATA_DIR)", [
+        bench("long_generations", 300, "long-generations",
+              "--out", "{out}/long_generations"),
+        bench("fidelity_domains", 560, "fidelity-domains", "--device", "cuda",
+              "--generations", "{out}/long_generations.json.gz", "--workers", "8",
+              "--max-wall-s", "380", "--out", "{out}/domains")],
+        env=SMOLLM2_ENV),
     "multi-gpu": Stage("2 GPUs: tensor-parallel tests, 1 engine vs 2 replicas", [
         pytest("tp_tests", 580, "-m", "gpu", "-rA", *TP_TESTS),
         bench("dp", 580, "dp", "--replicas", "2", "--num-requests", "512", "--output-len",
