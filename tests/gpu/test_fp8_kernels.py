@@ -172,7 +172,8 @@ def test_engine_fp8_on_cuda_is_close_to_bf16():
         for budget in (None, 128):
             # a small pool and few graph sizes: the whole-GPU default took 275 s for four engines
             llm = LLM(folder, block_size=16, budget=budget, kv_cache_dtype=kv,
-                      max_model_len=1024, kv_cache_tokens=8192, max_num_seqs=8)
+                      max_model_len=1024, kv_cache_tokens=8192, max_num_seqs=8,
+                      compression=CompressionConfig.attn_recent())
             outs = llm.generate(prompts, [SamplingParams(temperature=0, forced_tokens=t)
                                           for t in texts], use_tqdm=False)
             lps[kv, budget] = torch.tensor([o.metrics["forced_logprobs"] for o in outs])
@@ -180,8 +181,11 @@ def test_engine_fp8_on_cuda_is_close_to_bf16():
             llm.shutdown()
     # Mean |Δ log p| per forced token. CPU reference path (fp32 model): 0.033 Full KV, 0.19
     # at budget 128, where a random tiny model's near-tied scores let FP8 rounding flip which
-    # tokens are kept; wrong scales or a misread cache give several nats. The real-model
-    # bound (≤ 0.01 nats) is the fidelity benchmark's (docs/fp8.md).
+    # tokens are kept; wrong scales or a misread cache give several nats. The scoring is pinned
+    # to attention + sinks + recent (the bound was set with it): the published score's
+    # redundancy term flips more near-ties of this random model (CPU 0.43, the H200 0.434 on
+    # 2026-12-04), which says nothing about the cache. The real-model bound (≤ 0.01 nats) is
+    # the fidelity benchmark's (docs/fp8.md).
     for budget, bound in ((None, 0.1), (128, 0.35)):
         diff = (lps["fp8", budget] - lps["auto", budget]).abs()
         assert diff.mean() < bound, (budget, diff.mean())
