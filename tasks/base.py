@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -118,33 +119,76 @@ def check_unique(task: str, problems: list[Problem], where: str) -> list[Problem
     return problems
 
 
+def _kind(value: Any) -> str:
+    """A JSON value as the data file spells it, with its type: `true (bool)`, `null`."""
+    return "null" if value is None else f"{json.dumps(value)} ({type(value).__name__})"
+
+
+def _scalar_error(value: Any) -> str | None:
+    """Why `value` is not a usable field value (a string, or a finite non-bool number)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return f"must be a string or a number, got {_kind(value)}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"must be a finite number, got {value}"
+    if not str(value).strip():
+        return "is empty"
+    return None
+
+
 def check_row(row: Any, required: tuple[str, ...], where: str) -> dict:
-    """A row must be an object whose required fields are non-empty scalars."""
+    """A row must be an object whose required fields are non-empty strings or finite
+    numbers (JSON true/false, null, NaN, lists and objects are errors)."""
     if not isinstance(row, dict):
         raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
-    missing = [k for k in required if row.get(k) is None]
+    missing = [k for k in required if k not in row]
     if missing:
         raise DataError(f"{where}: missing field(s) {', '.join(missing)}")
-    bad = [k for k in required if not isinstance(row[k], (str, int, float))]
-    if bad:
-        raise DataError(f"{where}: field(s) {', '.join(bad)} must be scalars")
-    empty = [k for k in required if not str(row[k]).strip()]
-    if empty:
-        raise DataError(f"{where}: field(s) {', '.join(empty)} empty")
+    for k in required:
+        why = _scalar_error(row[k])
+        if why:
+            raise DataError(f"{where}: field(s) {k} empty" if why == "is empty" else
+                            f"{where}: field {k} {why}")
     return row
+
+
+def row_id(row: dict, default: int, where: str) -> str:
+    """A row's problem id: its `id` (a non-empty string, or an integer taken as its decimal
+    string), else `default` (the row's 0-based position)."""
+    if "id" not in row:
+        return str(default)
+    value = row["id"]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, str) or not value.strip():
+        raise DataError(f"{where}: id must be a non-empty string or an integer, got "
+                        f"{'an empty string' if value == '' else _kind(value)}")
+    return value
+
+
+class UniqueIds:
+    """Problem ids seen so far and where: a duplicate names both places."""
+
+    def __init__(self):
+        self.where: dict[str, str] = {}
+
+    def add(self, pid: str, where: str, line: str) -> None:
+        if pid in self.where:
+            raise DataError(f"{where}: duplicate problem id {pid!r} at {self.where[pid]} and {line}")
+        self.where[pid] = line
 
 
 def read_jsonl(path: str, required: tuple[str, ...]) -> list[dict]:
     """Every row of a JSON Lines file, validated (errors name the file and 1-based line).
-    The whole file is checked, not only the rows a `limit` keeps."""
+    The whole file is checked, not only the rows a `limit` keeps. A UTF-8 byte-order mark
+    at the start is accepted."""
     if not os.path.isfile(path):
         raise DataError(f"data file not found: {path}")
-    rows = []
+    rows, ids = [], UniqueIds()
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, 1):
             where = f"{path}:{lineno}"
             try:
-                line = raw.decode("utf-8")
+                line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
             except UnicodeDecodeError:
                 raise DataError(f"{where}: not UTF-8 text") from None
             if not line.strip():
@@ -154,7 +198,8 @@ def read_jsonl(path: str, required: tuple[str, ...]) -> list[dict]:
             except json.JSONDecodeError as e:
                 raise DataError(f"{where}: invalid JSON ({e.msg})") from None
             row = check_row(row, required, where)
-            row["id"] = str(row.get("id", lineno - 1))
+            row["id"] = row_id(row, lineno - 1, where)
+            ids.add(row["id"], where, f"line {lineno}")
             rows.append(row)
     return rows
 
@@ -171,11 +216,13 @@ def read_hub(hf: HFSource, task: str, required: tuple[str, ...]) -> list[dict]:
         raise DataError("loading from the hub needs `pip install datasets`; "
                         "or pass data_dir=../shared/datasets") from None
     ds = datasets.load_dataset(hf.path, hf.name, split=hf.split, revision=hf.revision)
-    rows = []
+    rows, ids = [], UniqueIds()
     for i, rec in enumerate(ds):
         row = {hf.columns.get(k, k): v for k, v in rec.items()}
-        row = check_row(row, required, f"{hf.path}@{hf.revision} row {i}")
-        row["id"] = str(row.get("id", i))
+        where = f"{hf.path}@{hf.revision} row {i}"
+        row = check_row(row, required, where)
+        row["id"] = row_id(row, i, where)
+        ids.add(row["id"], where, f"row {i}")
         rows.append({k: (str(v) if k in required else v) for k, v in row.items()})
     return rows
 
