@@ -29,8 +29,12 @@ def main(cfg) -> None:
     from tasks.evaluate import ConfigError, evaluate
     from tasks.report import report
 
+    from tasks.model_choice import stated_keys
+
+    hydra_cfg = HydraConfig.get()
     try:
-        summary = evaluate(cfg, *run_folder(HydraConfig.get()))
+        summary = evaluate(cfg, *run_folder(hydra_cfg),
+                           stated=stated_keys(hydra_cfg.overrides.task))
     except (ConfigError, DataError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

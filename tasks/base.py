@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib
 import json
 import math
 import os
+import pkgutil
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -72,6 +74,10 @@ class Task:
     hf: HFSource = field(default_factory=HFSource)
     data_file: str = ""          # inside data_dir; "" = <name>.jsonl
     options: Any = None          # an instance of the task's options dataclass
+    # Bump when the scoring changes (a verdict could differ for the same sample): part of
+    # the scoring identity a summary is checked against (tasks/scoring_identity.py).
+    scorer_version: int = 1
+    reads_scoring_timeout: ClassVar[bool] = True  # verdicts depend on scoring.timeout_s
 
     def bind(self, options: dict | None) -> "Task":
         """A copy with `options` (a plain dict) checked against the options dataclass."""
@@ -106,6 +112,14 @@ class Task:
     def summary_extras(self, rows: list[dict], verdicts: list[dict],
                        problems: dict[str, Problem]) -> dict:
         return {}
+
+    def gold(self, problem: Problem) -> Any:
+        """What a sample of `problem` is scored against (its answer; a code task's tests)."""
+        return problem.answer
+
+    def grader(self) -> str:
+        """The scoring library and its version, when verdicts depend on it."""
+        return ""
 
 
 def check_unique(task: str, problems: list[Problem], where: str) -> list[Problem]:
@@ -240,9 +254,8 @@ def register(task: Task) -> Task:
 
 def get_task(name: str, options: dict | None = None) -> Task:
     """A registered task bound to `options`; `tasks.<name>` is imported on demand (e.g.
-    livecodebench, whose sandbox the math tasks do not need)."""
-    import importlib
-    import tasks  # noqa: F401  (registers the built-in math tasks)
+    livecodebench, whose sandbox the math tasks do not need). The built-in math tasks are
+    registered when the `tasks` package is imported, before this module is."""
     if name not in REGISTRY:
         try:
             importlib.import_module(f"tasks.{name}")
@@ -250,17 +263,16 @@ def get_task(name: str, options: dict | None = None) -> Task:
             if e.name != f"tasks.{name}":
                 raise
     if name not in REGISTRY:
-        raise KeyError(f"unknown task {name!r}{close_match(name, REGISTRY)}; "
-                       f"registered: {', '.join(sorted(REGISTRY))}")
+        names = known_tasks()
+        raise KeyError(f"unknown task {name!r}{close_match(name, names)}; "
+                       f"registered: {', '.join(names)}")
     return REGISTRY[name].bind(options)
 
 
 def known_tasks() -> list[str]:
-    """Every task name, the on-demand ones included."""
-    import importlib
-    import pkgutil
-    import tasks
-    for mod in pkgutil.iter_modules(tasks.__path__):
+    """Every task name, the on-demand ones (a subpackage of tasks/) included."""
+    folder = os.path.dirname(os.path.abspath(__file__))
+    for mod in pkgutil.iter_modules([folder]):
         if mod.ispkg and mod.name not in ("sandbox",):
             importlib.import_module(f"tasks.{mod.name}")
     return sorted(REGISTRY)

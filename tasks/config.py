@@ -5,11 +5,13 @@ through), naming the close match."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
 
-from omegaconf import MISSING, DictConfig
+from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from tasks.base import close_match
 
@@ -122,6 +124,7 @@ class Config:
     baseline: BaselineCfg = field(default_factory=BaselineCfg)
 
 
+CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
 GROUPS = {"model": ModelCfg, "task": TaskCfg, "engine": EngineCfg, "sampling": SamplingCfg}
 
 
@@ -153,9 +156,49 @@ def schema_error(path: str) -> str | None:
     return None
 
 
+def schema_type(path: str):
+    """The declared type of dotted `path` (None inside a free-form mapping)."""
+    schema = Config
+    for part in path.split("."):
+        tp = typing.get_type_hints(schema)[part]
+        if _is_mapping(tp):
+            return None
+        schema = tp
+    return schema
+
+
+KINDS = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+
+
+def value_error(key: str, value, text: str) -> str | None:
+    """Why `value` (an override's parsed value, `text` as typed) does not fit `key`'s type;
+    the one-line message run.py prints instead of OmegaConf's error."""
+    tp = schema_type(key)
+    if tp is None or dataclasses.is_dataclass(tp) or (isinstance(value, str) and "${" in value):
+        return None
+    holder = dataclasses.make_dataclass("Value", [("x", tp, dataclasses.field(default=MISSING))])
+    try:
+        OmegaConf.merge(OmegaConf.structured(holder), {"x": value})
+    except OmegaConfBaseException:
+        args = [a for a in typing.get_args(tp) if a is not type(None)] or [tp]
+        kind = " or ".join(KINDS.get(a, getattr(a, "__name__", str(a))) for a in args)
+        if type(None) in typing.get_args(tp):
+            kind += " or null"
+        read = f" ({text} reads as {value!r})" if str(value) != text else ""
+        return f"{key}={text} is not {kind}{read}"
+    return None
+
+
+def group_options(group: str) -> list[str]:
+    """The presets of a config group: configs/<group>/*.yaml."""
+    folder = os.path.join(CONFIG_DIR, group)
+    return sorted(f[:-5] for f in os.listdir(folder) if f.endswith(".yaml"))
+
+
 def check_overrides(argv: list[str]) -> str | None:
     """A message for the first command-line override naming a key the schema lacks, with or
-    without `+` (Hydra itself would suggest `+key=`, which it then silently accepts)."""
+    without `+` (Hydra itself would suggest `+key=`, which it then silently accepts), a
+    preset a group lacks, or a value of the wrong type (one line, not OmegaConf's error)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
     parser = OverridesParser.create()
@@ -167,11 +210,25 @@ def check_overrides(argv: list[str]) -> str | None:
         except HydraException:
             continue  # Hydra reports syntax errors itself
         key = ov.key_or_group
-        if ov.package or ov.is_delete() or key.startswith("hydra") or "/" in key or key in GROUPS:
+        if ov.package or ov.is_delete() or key.startswith("hydra") or "/" in key:
+            continue
+        values = list(ov.sweep_iterator()) if ov.is_sweep_override() else [ov.value()]
+        texts = (list(ov.sweep_string_iterator()) if ov.is_sweep_override()
+                 else [arg.split("=", 1)[1]])
+        if key in GROUPS:
+            options = group_options(key)
+            for name in texts:
+                if name not in options:
+                    return (f"unknown {key} {name!r}{close_match(name, options)}; "
+                            f"available: {', '.join(options)}")
             continue
         err = schema_error(key)
         if err:
             return err
+        for value, text in zip(values, texts):
+            err = value_error(key, value, text)
+            if err:
+                return err
     return None
 
 

@@ -65,6 +65,13 @@ class MathTask(Task):
                 v.update(correct=False, correct_lenient=False, error=r["error"])
         return verdicts
 
+    def grader(self) -> str:
+        from importlib.metadata import PackageNotFoundError, version
+        try:
+            return f"math-verify {version('math-verify')}"
+        except PackageNotFoundError:
+            return "math-verify"
+
     def summary_extras(self, rows, verdicts, problems):
         checked = [v for v in verdicts if "strict_int_match" in v]
         # Integer golds: math-verify and a plain integer comparison of the last box should agree.

@@ -4,6 +4,14 @@ from __future__ import annotations
 import pandas as pd
 
 PARTIAL = "*"  # marks a run that is not complete yet
+SETTING = ["model", "n", "max_tokens", "temperature"]  # one table per setting
+METHOD = ["engine", "budget", "variant"]                # one table row per method
+
+
+def method_label(engine: str, budget, variant: str) -> str:
+    name = "Full KV" if engine == "fullkv" else engine
+    name += "" if pd.isna(budget) else f" b={budget}"
+    return f"{name} ({variant})" if variant else name
 
 
 def _mark(row) -> str:
@@ -23,7 +31,12 @@ def throughput_cell(row) -> str:
     t, x = row.get("output_tokens_per_s"), row.get("speedup")
     if pd.isna(t):
         return "-"
-    return f"{t:.0f}" + ("" if pd.isna(x) or pd.isna(row.get("budget")) else f" ({x:.2f}x)") + _mark(row)
+    return rate(t) + ("" if pd.isna(x) or pd.isna(row.get("budget")) else f" ({x:.2f}x)") + _mark(row)
+
+
+def rate(t: float) -> str:
+    """Output tok/s with three significant digits at least (a CPU run's 0.42, a GPU's 1234)."""
+    return f"{t:.0f}" if t >= 100 else f"{t:.1f}" if t >= 10 else f"{t:.2f}"
 
 
 def mean_retained(x) -> str:
