@@ -14,7 +14,8 @@ from tasks.generate import build_prompt_ids, generate_missing, timed_rerun
 from tasks.plan import RunPlan, make_plan
 from tasks.prepare import ConfigError
 from tasks.replicas import run_replicas
-from tasks.rundir import check_baseline, check_folder, check_rows, run_lock, write_meta
+from tasks.rundir import (check_baseline, check_folder, check_rows, run_lock, sibling_note,
+                          write_meta)
 from tasks.samples import RETIME, SAMPLES, read_samples, write_atomic
 from tasks.score_plan import score_baseline, score_run
 
@@ -104,6 +105,9 @@ def evaluate(cfg, run_dir: str | None = None, runs_root: str | None = None,
     plan = make_plan(cfg, run_dir, runs_root, stated=stated)
     for note in plan.clamps + plan.notes:
         print(note, file=sys.stderr if note.startswith("warning") else sys.stdout, flush=True)
+    sibling = sibling_note(plan)
+    if sibling:
+        print(sibling, flush=True)
     print(f"run folder: {plan.run_dir}", flush=True)
     b, base = plan.cfg.baseline, plan.baseline
     job = new_job_id()

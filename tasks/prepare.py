@@ -153,11 +153,12 @@ def effective_config(cfg, cpu: bool):
         if value is not None and limit < value or value is None and key in UNSET_CLAMPS:
             OmegaConf.update(eff, key, limit)
             notes.append(f"CPU run: {key} {value} -> {limit} (cpu.enabled=false keeps it)")
-    c, e = eff.cpu, eff.engine
+    c, e, asked = eff.cpu, eff.engine, eff.engine.block_size
     if cpu and c.enabled:
         clamp("engine.block_size", c.block_size, e.block_size)
     if e.budget is not None and e.budget % e.block_size:
-        why = f" (the CPU run's block size: {notes[0]})" if notes else ""
+        why = (f" (this CPU run's: cpu.block_size clamps engine.block_size {asked} -> "
+               f"{e.block_size}; cpu.enabled=false keeps {asked})" if notes else "")
         raise ConfigError(f"budget={e.budget} must be a positive multiple of "
                           f"engine.block_size={e.block_size}{why}")
     if cpu and c.enabled:

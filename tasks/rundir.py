@@ -96,3 +96,39 @@ def write_meta(plan, identity: dict, prompt_hashes: dict[str, str]) -> None:
     write_config(plan)
     write_atomic(os.path.join(plan.run_dir, META),
                  json.dumps(run_record(plan, identity, prompt_hashes), indent=2) + "\n")
+
+
+def _engine_settings(meta: dict) -> dict:
+    """A run.json's engine settings: kwargs (compression aside) and resolved compression."""
+    kwargs = dict(meta.get("engine_kwargs") or {})
+    raw = kwargs.pop("compression", None) or {}
+    return {"engine": kwargs, "compression": meta.get("compression") or raw}
+
+
+def sibling_note(plan) -> str | None:
+    """When the folder this command maps to is new but a folder of the same name up to the
+    hash holds an earlier run of it (same task, model, engine, budget, n, len, limit,
+    seed), name it and the engine settings that differ (from its run.json)."""
+    parent, name = os.path.split(plan.run_dir)
+    if os.path.exists(plan.run_dir) or not os.path.isdir(parent) or "-" not in name:
+        return None
+    stem = name.rsplit("-", 1)[0]
+    found = [os.path.join(parent, d) for d in os.listdir(parent)
+             if d != name and d.rsplit("-", 1)[0] == stem and ident.read_meta(os.path.join(parent, d))]
+    if not found:
+        return None
+    folder = max(found, key=os.path.getmtime)
+    old = _engine_settings(ident.read_meta(folder))
+    new = {"engine": {k: v for k, v in plan.engine_kwargs.items() if k != "compression"},
+           "compression": plan.compression or plan.engine_kwargs.get("compression") or {}}
+    parts = []
+    for group in ("compression", "engine"):
+        keys = [k for k in sorted(set(old[group]) | set(new[group]))
+                if old[group].get(k) != new[group].get(k)]
+        if keys:
+            parts.append(f"{group} " + ", ".join(f"{k}={old[group].get(k)}" for k in keys)
+                         + f" (now {', '.join(str(new[group].get(k)) for k in keys)})")
+    what = (" with " + "; ".join(parts) if parts else
+            " (its recorded engine settings are the same: the folder's identity now also "
+            "counts the engine's resolved compression settings)")
+    return f"note: {folder} holds this command's earlier run{what}; this run starts a new folder"
