@@ -15,7 +15,8 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 
-from tasks.config import check_overrides, register_configs
+from tasks.config import register_configs
+from tasks.overrides import check_overrides
 
 register_configs()  # schemas must exist before Hydra composes the config
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tasks import math_grader
-from tasks.base import (INSTRUCTION, HFSource, Problem, Task, check_unique, read_hub, read_jsonl,
-                        register)
+from tasks.base import INSTRUCTION, HFSource, Problem, Task, check_unique, register
+from tasks.data_files import read_hub, read_jsonl
 from tasks.pool import map_with_deadline
 
 

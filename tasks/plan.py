@@ -74,16 +74,18 @@ def baseline_config(eff):
     return base
 
 
+def baseline_folder(eff, device: str) -> str:
+    """Where the Full-KV baseline of `eff` lives: named like any run, in baseline.cache_dir."""
+    return os.path.join(eff.baseline.cache_dir, ident.run_name(baseline_config(eff), device))
+
+
 def folder_names(cfg, device: str, stated=None) -> tuple[str, str | None]:
     """(the run folder's name under the runs root, the baseline's folder or None), without
     data or model: what tasks/sweep.py plans a sweep's stages with."""
     eff, notes, _ = _settled(cfg, device, stated, None)
     _, _, compression = _engine(eff, notes)
     name = ident.run_name(eff, device, compression)
-    if eff.engine.budget is None:
-        return name, None
-    base = baseline_config(eff)
-    return name, os.path.join(base.baseline.cache_dir, ident.run_name(base, device))
+    return name, baseline_folder(eff, device) if eff.engine.budget is not None else None
 
 
 def make_plan(cfg, run_dir: str | None = None, runs_root: str | None = None, *,
@@ -114,17 +116,17 @@ def _plan(eff, run_dir, notes, device, task, problems, model_id, kwargs, compres
     sha = file_sha256(data_file)
     base = None
     if eff.engine.budget is not None and (eff.baseline.enabled or eff.baseline.only):
+        # A folder's record says where its baseline is (older configs name it relatively).
+        folder = (stored or {}).get("baseline_dir") or baseline_folder(eff, device)
         bcfg = baseline_config(eff)
-        folder = (stored or {}).get("baseline_dir") or os.path.join(
-            bcfg.baseline.cache_dir, ident.run_name(bcfg, device))
         OmegaConf.set_readonly(bcfg, True)
         base = _plan(bcfg, folder, notes, device, task, problems, model_id,
                      engine_kwargs(bcfg.engine), None, None)
     return RunPlan(
-        cfg=eff, clamps=notes[0], notes=notes[1], device=device, model_id=model_id, model_label=eff.model.name,
-        engine_kwargs=kwargs, compression=compression, run_dir=os.path.abspath(run_dir),
-        task=task, problems=problems, data_file=data_file, data_sha256=sha,
-        identity=ident.identity(eff, device, task, problems, compression),
+        cfg=eff, clamps=notes[0], notes=notes[1], device=device, model_id=model_id,
+        model_label=eff.model.name, engine_kwargs=kwargs, compression=compression,
+        run_dir=os.path.abspath(run_dir), task=task, problems=problems, data_file=data_file,
+        data_sha256=sha, identity=ident.identity(eff, device, task, problems, compression),
         scoring=scoring_identity(task, problems, eff.scoring.timeout_s, sha), baseline=base)
 
 

@@ -125,7 +125,8 @@ def check_engine_kwargs(model_id: str, kwargs: dict, notes=()) -> dict | None:
     try:
         engine = EngineConfig.from_kwargs(model_id, **kwargs)
     except (TypeError, ValueError) as err:
-        text = str(err).replace("pass num_sink_tokens=0", "set engine.compression.num_sink_tokens=0")
+        text = str(err).replace("pass num_sink_tokens=0",  # the engine's keyword: our key
+                                "set engine.compression.num_sink_tokens=0")
         clamps = "; ".join(n.split(": ", 1)[1] for n in notes if n.startswith("CPU run: "))
         raise ConfigError(f"engine: {text}" + (f" (CPU run: {clamps})" if clamps else "")) from None
     return dataclasses.asdict(engine.compression)

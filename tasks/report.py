@@ -104,8 +104,9 @@ def sample_row_notes(f: dict) -> list[str]:
     if unmatched:
         shown = "; ".join(f"line {u['line']} (problem {u['problem_id']} sample "
                           f"{u['sample_index']}): {u['why']}" for u in unmatched[:5])
+        more = " ..." if len(unmatched) > 5 else ""
         out.append(f"warning: {len(unmatched)} row(s) of samples.jsonl without this run's "
-                   f"prompt_hash, kept and not scored: {shown}" + (" ..." if len(unmatched) > 5 else ""))
+                   f"prompt_hash, kept and not scored: {shown}{more}")
     for kind, text in (("conflict", "warning: {k} sample(s) have differing rows, none of them "
                                     "scored (delete the wrong line, then re-score): {shown}"),
                        ("identical", "note: {k} sample(s) have identical repeated rows, each "

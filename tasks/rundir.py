@@ -114,7 +114,8 @@ def sibling_note(plan) -> str | None:
         return None
     stem = name.rsplit("-", 1)[0]
     found = [os.path.join(parent, d) for d in os.listdir(parent)
-             if d != name and d.rsplit("-", 1)[0] == stem and ident.read_meta(os.path.join(parent, d))]
+             if d != name and d.rsplit("-", 1)[0] == stem
+             and ident.read_meta(os.path.join(parent, d))]
     if not found:
         return None
     folder = max(found, key=os.path.getmtime)

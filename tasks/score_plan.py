@@ -77,8 +77,9 @@ def score(plan, workers: int | None = None) -> dict:
     segs = segments.all_segments(records, samples.rows)
     s.update(summarize(scored, len(problems), cfg.sampling.n, segs))
     s["engine_errors"] = engine_errors(scored)
-    s["samples_file"] = {"unreadable_lines": [{"line": n, "why": why} for n, why in samples.bad_lines],
-                         "incomplete_last_line": samples.torn_tail, **rows_report(sel)}
+    s["samples_file"] = {
+        "unreadable_lines": [{"line": n, "why": why} for n, why in samples.bad_lines],
+        "incomplete_last_line": samples.torn_tail, **rows_report(sel)}
     s.update(task.summary_extras([r for r, _ in pairs], [v for _, v in pairs], problems))
     s["scoring_identity"] = plan.scoring
     s["rescored_because"] = changed

@@ -47,7 +47,8 @@ def _golds(old: dict, new: dict) -> list[str]:
                if pid in old and old[pid] != new[pid]]
     out = []
     if changed:
-        shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+        more = f" and {len(changed) - 5} more" if len(changed) > 5 else ""
+        shown = ", ".join(changed[:5]) + more
         out.append(f"the gold answers of problem(s) {shown}")
     if set(old) != set(new):
         out.append(f"the problems scored ({len(old)} -> {len(new)})")

@@ -31,7 +31,8 @@ def throughput_cell(row) -> str:
     t, x = row.get("output_tokens_per_s"), row.get("speedup")
     if pd.isna(t):
         return "-"
-    return rate(t) + ("" if pd.isna(x) or pd.isna(row.get("budget")) else f" ({x:.2f}x)") + _mark(row)
+    speedup = "" if pd.isna(x) or pd.isna(row.get("budget")) else f" ({x:.2f}x)"
+    return rate(t) + speedup + _mark(row)
 
 
 def rate(t: float) -> str:

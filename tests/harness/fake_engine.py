@@ -81,7 +81,7 @@ def completion_for(prompt: str, seed: int, budget) -> tuple[str, str]:
         return f"<think>maybe \\boxed{{{k + 1}}}</think> So \\boxed{{{2 * k}}}.", "stop"
     if roll < 0.85:
         return f"I think \\boxed{{{2 * k + 1}}}", "stop"
-    return f"<think>{2 * k} ... and then \\boxed{{{2 * k}}} or", "length"  # right if not cut
+    return f"<think>{2 * k} ... and then", "length"
 
 
 class FakeLLM:

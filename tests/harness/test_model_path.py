@@ -52,7 +52,8 @@ def test_issue29_a_checkpoint_run_is_filed_and_labelled_as_what_ran(tmp_path, da
     assert "from the chat template" not in capsys.readouterr().out
     folders = sorted((tmp_path / "results" / "amc23" / "Qwen3-32B").iterdir())
     assert len(folders) == 2
-    assert sorted("thinking: false" in (f / "config.yaml").read_text() for f in folders) == [False, True]
+    thinking = sorted("thinking: false" in (f / "config.yaml").read_text() for f in folders)
+    assert thinking == [False, True]
 
 
 def test_issue29_a_checkpoint_without_a_template_is_warned_about(tmp_path, data_dir, engine,

@@ -57,10 +57,20 @@ def test_issue29_changed_gold_answers_rescore_both_engines(tmp_path, data_dir, e
     assert "reusing cached baseline" in capsys.readouterr().out  # now current: reused
 
 
-def test_issue29_scoring_overrides_apply_to_a_finished_run(tmp_path, data_dir, engine, capsys):
+def test_issue29_scoring_overrides_apply_to_a_finished_run(tmp_path, data_dir, engine, capsys,
+                                                          monkeypatch):
     """Item 3: scoring.penalize_truncated / timeout_s on a rerun of a finished folder score
     it (and its baseline) again with the new settings, and config.yaml says so;
     scoring.workers changes no verdict and no identity."""
+    import fake_engine
+    real = fake_engine.completion_for
+
+    def boxed_when_cut(prompt, seed, budget):  # a cut output that had boxed the right answer
+        text, reason = real(prompt, seed, budget)
+        if reason == "length":  # "<think>{2k} ... and then"
+            text += f" \\boxed{{{text.removeprefix('<think>').split()[0]}}}"
+        return text, reason
+    monkeypatch.setattr(fake_engine, "completion_for", boxed_when_cut)
     run = str(tmp_path / "run")
     first = runner.evaluate(config(tmp_path, data_dir, "budget=512"), run)
     assert first["pass@1"] < first["pass@1_incl_truncated"]  # the fake engine truncates some
