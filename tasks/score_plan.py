@@ -76,6 +76,8 @@ def score(plan, workers: int | None = None) -> dict:
     records = read_jsonl_lenient(os.path.join(run_dir, STATS))
     segs = segments.all_segments(records, samples.rows)
     s.update(summarize(scored, len(problems), cfg.sampling.n, segs))
+    live = segments.running(records)  # a generation appending now (its time is not known yet)
+    s.update(segments.untimed(segs, scored, live), running_segments=len(live))
     s["engine_errors"] = engine_errors(scored)
     s["samples_file"] = {
         "unreadable_lines": [{"line": n, "why": why} for n, why in samples.bad_lines],

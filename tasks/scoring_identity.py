@@ -39,7 +39,7 @@ def scoring_identity(task, problems, timeout_s: float, data_sha256: str | None) 
 
 LABELS = {"task": "the task", "task_version": "the task version",
           "scorer_version": "the task's scorer version", "grader": "the grader",
-          "timeout_s": "scoring.timeout_s", "data_sha256": "the data file (sha256)"}
+          "timeout_s": "scoring.timeout_s", "data_sha256": "the data file"}
 
 
 def _golds(old: dict, new: dict) -> list[str]:
@@ -67,7 +67,7 @@ def changes(old: dict | None, new: dict) -> list[str]:
         if old.get(key) != new.get(key):
             a, b = old.get(key), new.get(key)
             if key == "data_sha256":
-                a, b = (a or "none")[:12], (b or "none")[:12]
+                a, b = f"sha256 {(a or 'none')[:12]}", (b or "none")[:12]
             out.append(f"{label} ({a} -> {b})")
     opts_old, opts_new = old.get("options") or {}, new.get("options") or {}
     out += [f"task option {k} ({opts_old.get(k)} -> {opts_new.get(k)})"

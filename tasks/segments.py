@@ -70,9 +70,18 @@ def all_segments(records: list[dict], rows: list[dict]) -> list[dict]:
     return [r for r in records if r.get("event") != "open"] + died(records, rows)
 
 
-def untimed(segments: list[dict], rows: list[dict]) -> dict:
-    """Generated samples (scored rows the engine completed) no segment accounts for."""
-    made = [r for r in rows if r.get("finish_reason") != "error"]
+def running(records: list[dict]) -> set[str]:
+    """The ids of open segments whose process is generating now (re-scoring a live run)."""
+    closed = {r.get("segment") for r in records if r.get("event") != "open"}
+    return {r["segment"] for r in records if r.get("event") == "open"
+            and r["segment"] not in closed and still_running(r)}
+
+
+def untimed(segments: list[dict], rows: list[dict], live: set[str] = frozenset()) -> dict:
+    """Generated samples (scored rows the engine completed) no segment accounts for; those
+    of a segment still running (`live`) are accounted for when it closes."""
+    made = [r for r in rows
+            if r.get("finish_reason") != "error" and r.get("segment") not in live]
     timed = sum(s.get("kept_samples") or 0 for s in segments)
     timed_tokens = sum(s.get("kept_output_tokens") or 0 for s in segments)
     missing = max(0, len(made) - timed)

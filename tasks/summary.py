@@ -139,7 +139,6 @@ def summarize(rows: list[dict], num_problems: int, n: int, segments: list[dict])
     s["num_rejected_samples"] = len(rows) - len(lengths)
     s.update(throughput(segments))
     s["output_tokens"] = sum(lengths)
-    s.update(segments_mod.untimed(segments, rows))
     wall = s["generation_wall_time_s"]
     correct = sum(1 for r in rows if r.get("correct"))
     s["correct_per_hour"] = correct / (wall / 3600) if wall else None

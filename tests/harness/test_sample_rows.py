@@ -31,15 +31,19 @@ def test_issue29_a_prepended_row_without_prompt_hash_is_not_scored(tmp_path, dat
     forged = {"problem_id": wrong[0], "sample_index": wrong[1],
               "completion": f"\\boxed{{{2 * int(wrong[0][1:])}}}", "finish_reason": "stop",
               "completion_tokens": 3}
+    other = {**forged, "prompt_hash": "0123456789abcdef"}  # another prompt's sample
     lines = (run / "samples.jsonl").read_text()
-    (run / "samples.jsonl").write_text(json.dumps(forged) + "\n" + lines)
+    (run / "samples.jsonl").write_text(json.dumps(forged) + "\n" + lines + json.dumps(other) + "\n")
     out, s = score_cli(run)
     assert s["pass@1"] == first["pass@1"]            # the real sample is scored, not line 1
     scored = read_rows(run, "scores.jsonl")[wrong]
     assert scored["line"] == real + 1 and not scored["correct"]
-    assert s["samples_file"]["unmatched"] == [{"line": 1, "problem_id": wrong[0],
-                                               "sample_index": wrong[1], "why": "no prompt_hash"}]
-    assert (f"1 row(s) of samples.jsonl without this run's prompt_hash, kept and not scored: "
+    want = json.load(open(run / "run.json"))["prompt_hashes"][wrong[0]]
+    assert s["samples_file"]["unmatched"] == [
+        {"line": 1, "problem_id": wrong[0], "sample_index": wrong[1], "why": "no prompt_hash"},
+        {"line": 17, "problem_id": wrong[0], "sample_index": wrong[1],
+         "why": f"prompt_hash 0123456789abcdef is not this problem's prompt ({want})"}]
+    assert (f"2 row(s) of samples.jsonl without this run's prompt_hash, kept and not scored: "
             f"line 1 (problem {wrong[0]} sample {wrong[1]}): no prompt_hash") in out
 
 
