@@ -1,6 +1,7 @@
-"""run.py's job: validate, generate what is missing, run (or reuse) the Full-KV baseline,
-optionally re-time both in this job, score, summarise. Engine access goes through
-`make_engine`, which tests replace."""
+"""run.py's job, by its plan (tasks/plan.py): generate what is missing, run (or reuse) the
+Full-KV baseline, optionally re-time both in this job, score, summarise. Everything the
+job needs to know (folder, identity, engine options, baseline) comes from the plan; engine
+access goes through `make_engine`, which tests replace."""
 from __future__ import annotations
 
 import json

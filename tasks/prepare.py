@@ -127,8 +127,10 @@ def check_engine_kwargs(model_id: str, kwargs: dict, notes=()) -> dict | None:
     except (TypeError, ValueError) as err:
         text = str(err).replace("pass num_sink_tokens=0",  # the engine's keyword: our key
                                 "set engine.compression.num_sink_tokens=0")
-        clamps = "; ".join(n.split(": ", 1)[1] for n in notes if n.startswith("CPU run: "))
-        raise ConfigError(f"engine: {text}" + (f" (CPU run: {clamps})" if clamps else "")) from None
+        clamps = "; ".join(n.split(": ", 1)[1].split(" (")[0] for n in notes
+                           if n.startswith("CPU run: engine."))
+        raise ConfigError(f"engine: {text}" + (f" (CPU run: {clamps}; cpu.enabled=false keeps "
+                                               f"the configured values)" if clamps else "")) from None
     return dataclasses.asdict(engine.compression)
 
 
