@@ -15,7 +15,8 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 
-from tasks.config import check_overrides, register_configs
+from tasks.config import register_configs
+from tasks.overrides import check_overrides
 
 register_configs()  # schemas must exist before Hydra composes the config
 
@@ -29,8 +30,12 @@ def main(cfg) -> None:
     from tasks.evaluate import ConfigError, evaluate
     from tasks.report import report
 
+    from tasks.model_choice import stated_keys
+
+    hydra_cfg = HydraConfig.get()
     try:
-        summary = evaluate(cfg, *run_folder(HydraConfig.get()))
+        summary = evaluate(cfg, *run_folder(hydra_cfg),
+                           stated=stated_keys(hydra_cfg.overrides.task))
     except (ConfigError, DataError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import json
+import importlib
 import os
+import pkgutil
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -71,6 +72,10 @@ class Task:
     hf: HFSource = field(default_factory=HFSource)
     data_file: str = ""          # inside data_dir; "" = <name>.jsonl
     options: Any = None          # an instance of the task's options dataclass
+    # Bump when the scoring changes (a verdict could differ for the same sample): part of
+    # the scoring identity a summary is checked against (tasks/scoring_identity.py).
+    scorer_version: int = 1
+    reads_scoring_timeout: ClassVar[bool] = True  # verdicts depend on scoring.timeout_s
 
     def bind(self, options: dict | None) -> "Task":
         """A copy with `options` (a plain dict) checked against the options dataclass."""
@@ -106,6 +111,14 @@ class Task:
                        problems: dict[str, Problem]) -> dict:
         return {}
 
+    def gold(self, problem: Problem) -> Any:
+        """What a sample of `problem` is scored against (its answer; a code task's tests)."""
+        return problem.answer
+
+    def grader(self) -> str:
+        """The scoring library and its version, when verdicts depend on it."""
+        return ""
+
 
 def check_unique(task: str, problems: list[Problem], where: str) -> list[Problem]:
     if not problems:
@@ -116,68 +129,6 @@ def check_unique(task: str, problems: list[Problem], where: str) -> list[Problem
             raise DataError(f"{where}: task {task}: duplicate problem id {p.id!r}")
         seen.add(p.id)
     return problems
-
-
-def check_row(row: Any, required: tuple[str, ...], where: str) -> dict:
-    """A row must be an object whose required fields are non-empty scalars."""
-    if not isinstance(row, dict):
-        raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
-    missing = [k for k in required if row.get(k) is None]
-    if missing:
-        raise DataError(f"{where}: missing field(s) {', '.join(missing)}")
-    bad = [k for k in required if not isinstance(row[k], (str, int, float))]
-    if bad:
-        raise DataError(f"{where}: field(s) {', '.join(bad)} must be scalars")
-    empty = [k for k in required if not str(row[k]).strip()]
-    if empty:
-        raise DataError(f"{where}: field(s) {', '.join(empty)} empty")
-    return row
-
-
-def read_jsonl(path: str, required: tuple[str, ...]) -> list[dict]:
-    """Every row of a JSON Lines file, validated (errors name the file and 1-based line).
-    The whole file is checked, not only the rows a `limit` keeps."""
-    if not os.path.isfile(path):
-        raise DataError(f"data file not found: {path}")
-    rows = []
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            where = f"{path}:{lineno}"
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise DataError(f"{where}: not UTF-8 text") from None
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{where}: invalid JSON ({e.msg})") from None
-            row = check_row(row, required, where)
-            row["id"] = str(row.get("id", lineno - 1))
-            rows.append(row)
-    return rows
-
-
-def read_hub(hf: HFSource, task: str, required: tuple[str, ...]) -> list[dict]:
-    """Every row of the pinned Hugging Face copy, validated (needs network and `datasets`)."""
-    if not hf.path or not hf.revision:
-        raise DataError(
-            f"task {task!r}: no data directory given (data_dir=... or ZIPAGE_DATA_DIR) and no "
-            f"pinned hub revision (task.hf.revision); refusing an unpinned download")
-    try:
-        import datasets
-    except ImportError:
-        raise DataError("loading from the hub needs `pip install datasets`; "
-                        "or pass data_dir=../shared/datasets") from None
-    ds = datasets.load_dataset(hf.path, hf.name, split=hf.split, revision=hf.revision)
-    rows = []
-    for i, rec in enumerate(ds):
-        row = {hf.columns.get(k, k): v for k, v in rec.items()}
-        row = check_row(row, required, f"{hf.path}@{hf.revision} row {i}")
-        row["id"] = str(row.get("id", i))
-        rows.append({k: (str(v) if k in required else v) for k, v in row.items()})
-    return rows
 
 
 # -- registry ----------------------------------------------------------------------------
@@ -193,9 +144,8 @@ def register(task: Task) -> Task:
 
 def get_task(name: str, options: dict | None = None) -> Task:
     """A registered task bound to `options`; `tasks.<name>` is imported on demand (e.g.
-    livecodebench, whose sandbox the math tasks do not need)."""
-    import importlib
-    import tasks  # noqa: F401  (registers the built-in math tasks)
+    livecodebench, whose sandbox the math tasks do not need). The built-in math tasks are
+    registered when the `tasks` package is imported, before this module is."""
     if name not in REGISTRY:
         try:
             importlib.import_module(f"tasks.{name}")
@@ -203,17 +153,16 @@ def get_task(name: str, options: dict | None = None) -> Task:
             if e.name != f"tasks.{name}":
                 raise
     if name not in REGISTRY:
-        raise KeyError(f"unknown task {name!r}{close_match(name, REGISTRY)}; "
-                       f"registered: {', '.join(sorted(REGISTRY))}")
+        names = known_tasks()
+        raise KeyError(f"unknown task {name!r}{close_match(name, names)}; "
+                       f"registered: {', '.join(names)}")
     return REGISTRY[name].bind(options)
 
 
 def known_tasks() -> list[str]:
-    """Every task name, the on-demand ones included."""
-    import importlib
-    import pkgutil
-    import tasks
-    for mod in pkgutil.iter_modules(tasks.__path__):
+    """Every task name, the on-demand ones (a subpackage of tasks/) included."""
+    folder = os.path.dirname(os.path.abspath(__file__))
+    for mod in pkgutil.iter_modules([folder]):
         if mod.ispkg and mod.name not in ("sandbox",):
             importlib.import_module(f"tasks.{mod.name}")
     return sorted(REGISTRY)

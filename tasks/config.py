@@ -1,10 +1,11 @@
 """Structured config schema for run.py (Hydra ConfigStore). The YAML files under configs/
 extend these dataclasses, so a misspelled key or a wrong type fails at composition time;
-`check_overrides` and `unknown_keys` also catch keys added with `+` (Hydra lets those
-through), naming the close match."""
+`unknown_keys` (and tasks/overrides.py, on the command line) also catch keys added with `+`
+(Hydra lets those through), naming the close match."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional
@@ -18,7 +19,10 @@ from tasks.base import close_match
 class ModelCfg:
     name: str = MISSING                  # engine preset name, e.g. "smollm2-135m", "qwen3-8b"
     hub_id: Optional[str] = None         # for reference only (the engine resolves `name`)
-    path: Optional[str] = None           # local checkpoint dir / GGUF file: overrides `name`
+    path: Optional[str] = None           # a checkpoint folder (config.json) or .gguf file:
+                                         # what loads; the run is labelled by its name and,
+                                         # unless set here, `thinking` is read from its chat
+                                         # template (tasks/model_choice.py)
     thinking: bool = False               # reasons in <think>...</think>: only text after the
                                          # last </think> is scored (none if it never closes)
     chat_template_kwargs: Dict[str, Any] = field(default_factory=dict)  # e.g. enable_thinking
@@ -122,57 +126,14 @@ class Config:
     baseline: BaselineCfg = field(default_factory=BaselineCfg)
 
 
+CONFIG_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
 GROUPS = {"model": ModelCfg, "task": TaskCfg, "engine": EngineCfg, "sampling": SamplingCfg}
 
 
-def _is_mapping(tp) -> bool:
+def is_mapping(tp) -> bool:
     """A free-form mapping field (its keys are checked by whoever reads it)."""
     args = [a for a in typing.get_args(tp) if a is not type(None)]
     return typing.get_origin(tp) is dict or any(typing.get_origin(a) is dict for a in args)
-
-
-def schema_error(path: str) -> str | None:
-    """Why dotted `path` is not a key of the schema (None if it is, or lies in a mapping)."""
-    schema, parts = Config, path.split(".")
-    for i, part in enumerate(parts):
-        types = typing.get_type_hints(schema)
-        if part not in types:
-            where = ".".join(parts[:i])
-            prefix = f"{where}." if where else ""
-            near = close_match(prefix + part, [prefix + k for k in types])
-            return (f"unknown key {prefix + part!r}{near}; valid keys"
-                    f"{' of ' + where if where else ''}: {', '.join(types)}")
-        tp = types[part]
-        if _is_mapping(tp):
-            return None
-        if not dataclasses.is_dataclass(tp):
-            if i + 1 < len(parts):
-                return f"unknown key {path!r}: {'.'.join(parts[:i + 1])} is a value, not a group"
-            return None
-        schema = tp
-    return None
-
-
-def check_overrides(argv: list[str]) -> str | None:
-    """A message for the first command-line override naming a key the schema lacks, with or
-    without `+` (Hydra itself would suggest `+key=`, which it then silently accepts)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-    parser = OverridesParser.create()
-    for arg in argv:
-        if arg.startswith("-") or "=" not in arg:
-            continue  # Hydra's own flags (-m, --cfg job, ...)
-        try:
-            (ov,) = parser.parse_overrides([arg])
-        except HydraException:
-            continue  # Hydra reports syntax errors itself
-        key = ov.key_or_group
-        if ov.package or ov.is_delete() or key.startswith("hydra") or "/" in key or key in GROUPS:
-            continue
-        err = schema_error(key)
-        if err:
-            return err
-    return None
 
 
 def unknown_keys(cfg: DictConfig, schema=Config, prefix: str = "") -> list[str]:
@@ -183,7 +144,7 @@ def unknown_keys(cfg: DictConfig, schema=Config, prefix: str = "") -> list[str]:
         if key not in types:
             near = close_match(path, [f"{prefix}{k}" for k in types])
             out.append(f"{path!r}{near}")
-        elif dataclasses.is_dataclass(types[key]) and not _is_mapping(types[key]):
+        elif dataclasses.is_dataclass(types[key]) and not is_mapping(types[key]):
             node = cfg._get_node(key)
             if isinstance(node, DictConfig) and not node._is_missing() and not node._is_none():
                 out += unknown_keys(node, types[key], f"{path}.")

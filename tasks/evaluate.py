@@ -1,23 +1,24 @@
-"""run.py's job: validate, generate what is missing, run (or reuse) the Full-KV baseline,
-optionally re-time both in this job, score, summarise. Engine access goes through
-`make_engine`, which tests replace."""
+"""run.py's job, by its plan (tasks/plan.py): generate what is missing, run (or reuse) the
+Full-KV baseline, optionally re-time both in this job, score, summarise. Everything the
+job needs to know (folder, identity, engine options, baseline) comes from the plan; engine
+access goes through `make_engine`, which tests replace."""
 from __future__ import annotations
 
-import gc
 import json
 import os
 import sys
 
 from tasks import identity as ident
 from tasks.conditions import new_job_id
+from tasks.engines import free_engine
 from tasks.generate import build_prompt_ids, generate_missing, timed_rerun
-from tasks.prepare import (ConfigError, check_engine_kwargs, effective_config, engine_kwargs,
-                           load_problems, resolved_device, task_from_config, validate)
-from tasks.replicas import gpu_groups, run_replicas
-from tasks.rundir import (RunSpec, baseline_spec, check_baseline, check_folder, check_rows,
-                          run_lock, run_spec, write_meta)
-from tasks.samples import RETIME, SAMPLES, SUMMARY, read_samples, write_atomic
-from tasks.score import rescore
+from tasks.plan import RunPlan, make_plan
+from tasks.prepare import ConfigError
+from tasks.replicas import run_replicas
+from tasks.rundir import (check_baseline, check_folder, check_rows, run_lock, sibling_note,
+                          write_meta)
+from tasks.samples import RETIME, SAMPLES, read_samples, write_atomic
+from tasks.score_plan import score_baseline, score_run
 
 __all__ = ["ConfigError", "evaluate", "make_engine"]
 
@@ -46,32 +47,16 @@ def context_note(label: str, max_tokens: int, prompts, max_model_len: int | None
               f"or fewer", flush=True)
 
 
-def free_engine(llm) -> None:
-    for name in ("shutdown", "close"):
-        if callable(getattr(llm, name, None)):
-            getattr(llm, name)()
-            break
-    del llm
-    gc.collect()
-    if "torch" in sys.modules and sys.modules["torch"].cuda.is_available():
-        sys.modules["torch"].cuda.empty_cache()
-
-
-def generate_run(spec: RunSpec, task, problems, job: str, retime: list[int] | None = None):
-    """Generate the missing samples of one run (and re-time `retime` problems) under its
-    lock. -> (whether samples were generated, the re-timing segment or None)."""
-    with run_lock(spec.dir):
-        return _generate_run(spec, task, problems, job, retime)
-
-
-def _generate_run(spec: RunSpec, task, problems, job: str, retime):
-    eff, label = spec.cfg, spec.cfg.engine.name
-    check_folder(spec, spec.meta["identity"])  # what is known before the model loads
-    done = read_samples(os.path.join(spec.dir, SAMPLES)).keys()
+def generate_run(plan: RunPlan, job: str, retime: list[int] | None = None):
+    """Generate the missing samples of one run (and re-time `retime` problems); the caller
+    holds its lock. -> (whether samples were generated, the re-timing segment or None)."""
+    eff, label, problems = plan.cfg, plan.cfg.engine.name, plan.problems
+    check_folder(plan.run_dir, plan.identity)  # what is known before the model loads
+    done = read_samples(os.path.join(plan.run_dir, SAMPLES)).keys()
     missing = sum(1 for p in problems for i in range(eff.sampling.n) if (p.id, i) not in done)
     if not missing and retime is None:
         return False, None
-    model_id, kwargs = spec.meta["model_id"], spec.meta["engine_kwargs"]
+    model_id, kwargs = plan.model_id, plan.engine_kwargs
     replicas = eff.engine.data_parallel_size
     llm = None
     if replicas > 1:
@@ -81,20 +66,21 @@ def _generate_run(spec: RunSpec, task, problems, job: str, retime):
         llm, sampling_cls = make_engine(model_id, kwargs)
         tokenizer = llm.tokenizer
     try:
-        prompts = [build_prompt_ids(tokenizer, task, p, eff.model) for p in problems]
+        prompts = [build_prompt_ids(tokenizer, plan.task, p, eff.model) for p in problems]
         context_note(label, eff.sampling.max_tokens, prompts, getattr(llm, "max_model_len", None))
-        spec.meta["identity"] = ident.with_prompts(spec.meta["identity"], tokenizer, prompts)
-        check_folder(spec, spec.meta["identity"])
-        check_rows(spec, problems, [ident.prompt_hash(p) for p in prompts])
-        write_meta(spec)
+        identity = ident.with_prompts(plan.identity, tokenizer, prompts)
+        check_folder(plan.run_dir, identity)
+        hashes = [ident.prompt_hash(p) for p in prompts]
+        check_rows(plan.run_dir, problems, hashes)
+        write_meta(plan, identity, {p.id: h for p, h in zip(problems, hashes)})
         if missing and llm is None:
             print(f"[{label}] {replicas} replicas loading {model_id} {kwargs}", flush=True)
             run_replicas(make_engine, model_id, kwargs, problems, prompts, eff.sampling,
-                         eff.seed, spec.dir, job, ident.tokenizer_digest(tokenizer),
-                         spec.meta["device"], replicas, eff.use_tqdm)
+                         eff.seed, plan.run_dir, job, ident.tokenizer_digest(tokenizer),
+                         plan.device, replicas, eff.use_tqdm)
         elif missing:
-            generate_missing(llm, task, problems, prompts, sampling_cls, eff.sampling, eff.seed,
-                             spec.dir, job, use_tqdm=eff.use_tqdm)
+            generate_missing(llm, plan.task, problems, prompts, sampling_cls, eff.sampling,
+                             eff.seed, plan.run_dir, job, use_tqdm=eff.use_tqdm)
         timing = None
         if retime is not None:
             print(f"[{label}] re-timing {len(retime)} problems", flush=True)
@@ -112,44 +98,36 @@ def retime_sample(num_problems: int, k: int) -> list[int]:
     return sorted({round(i * num_problems / k) for i in range(k)})
 
 
-def evaluate(cfg, run_dir: str | None = None, runs_root: str | None = None) -> dict:
-    """One job. `run_dir` None: <runs_root>/<task>/<model>/<what ran> (tasks/identity.py);
-    `runs_root` None: results_dir (a multirun job passes its sweep folder)."""
-    validate(cfg)
-    task = task_from_config(cfg)
-    device = resolved_device(cfg.engine.device)
-    eff, notes = effective_config(cfg, device == "cpu")
-    problems = load_problems(eff, task)
-    check_engine_kwargs(eff.model.path or eff.model.name, engine_kwargs(eff.engine))
-    gpu_groups(eff.engine.data_parallel_size, eff.engine.tensor_parallel_size or 1, device)
-    for note in notes:
-        print(note, flush=True)
-    run_dir = run_dir or eff.run_dir or os.path.join(runs_root or eff.results_dir,
-                                                      ident.run_name(eff, device))
-    run = run_spec(eff, run_dir, task, problems, device, notes)
-    print(f"run folder: {run.dir}", flush=True)
-    base = None
-    if eff.engine.budget is not None and (eff.baseline.enabled or eff.baseline.only):
-        base = baseline_spec(run, task, problems)
+def evaluate(cfg, run_dir: str | None = None, runs_root: str | None = None,
+             stated=None) -> dict:
+    """One job, by its plan (tasks/plan.py). `run_dir` None: <runs_root>/<task>/<model>/<what
+    ran>; `runs_root` None: results_dir (a multirun job passes its sweep folder); `stated`:
+    the keys the command line set."""
+    plan = make_plan(cfg, run_dir, runs_root, stated=stated)
+    for note in plan.clamps + plan.notes:
+        print(note, file=sys.stderr if note.startswith("warning") else sys.stdout, flush=True)
+    sibling = sibling_note(plan)
+    if sibling:
+        print(sibling, flush=True)
+    print(f"run folder: {plan.run_dir}", flush=True)
+    b, base = plan.cfg.baseline, plan.baseline
     job = new_job_id()
-    sample = retime_sample(len(problems), eff.baseline.retime_problems) if eff.baseline.retime else None
+    sample = retime_sample(len(plan.problems), b.retime_problems) if b.retime else None
     timings = {}
-    if not eff.baseline.only:
-        _, timings["run"] = generate_run(run, task, problems, job, sample)
+    if not b.only:
+        with run_lock(plan.run_dir):
+            _, timings["run"] = generate_run(plan, job, sample)
     if base is not None:
-        with run_lock(base.dir):  # a sweep's other jobs wait until it is generated and scored
-            ran, timings["baseline"] = _generate_run(base, task, problems, job, sample)
-            if eff.baseline.only:
-                return rescore(base.dir)
-            check_baseline(run.dir, base.dir)
-            if ran or not os.path.exists(os.path.join(base.dir, SUMMARY)):
-                rescore(base.dir)
-            else:
-                print(f"[fullkv] reusing cached baseline {base.dir}", flush=True)
-    with run_lock(run.dir):
+        with run_lock(base.run_dir):  # a sweep's other jobs wait until it is generated and scored
+            ran, timings["baseline"] = generate_run(base, job, sample)
+            if b.only:
+                return score_run(base)
+            check_baseline(plan.run_dir, base.run_dir)
+            score_baseline(base, ran)
+    with run_lock(plan.run_dir):
         if sample is not None:
-            write_retime(run.dir, job, timings)
-        return rescore(run.dir)
+            write_retime(plan.run_dir, job, timings)
+        return score_run(plan)
 
 
 def write_retime(run_dir: str, job: str, timings: dict) -> None:

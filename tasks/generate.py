@@ -2,8 +2,10 @@
 once (from the engine's on_sample callback); a rerun generates only what is missing.
 
 Every generate call is a timed *segment*, recorded in generation_stats.jsonl even when it
-is interrupted: its wall time, the tokens the engine generated, the samples it kept, and
-the conditions it ran under. Throughput is computed over all segments (tasks/summary.py).
+is interrupted: an open record before it starts, then its wall time, the tokens the engine
+generated, the samples it kept, and the conditions it ran under. Each sample row names its
+segment and finish time, so a segment whose process was killed is still counted
+(tasks/segments.py). Throughput is computed over all segments (tasks/summary.py).
 An interrupted call's unfinished samples are regenerated later; their partial work is
 counted only if the engine reports it (`llm.last_stats` set for the interrupted call with
 `interrupted=True`, `num_output_tokens` counting unfinished samples' tokens too). Without
@@ -21,9 +23,10 @@ import json
 import os
 import sys
 import time
+import uuid
 from typing import Any
 
-from tasks import conditions
+from tasks import conditions, segments
 from tasks.base import Problem, Task
 from tasks.identity import prompt_hash
 from tasks.samples import SAMPLES, STATS, append_jsonl, append_line, read_samples
@@ -81,9 +84,12 @@ def _engine_stats(llm, before, interrupted: bool) -> dict:
     return stats.as_dict() if hasattr(stats, "as_dict") else dict(stats)
 
 
-def timed_generate(llm, reqs, params, job: str, on_sample, record, use_tqdm: bool) -> list:
-    """llm.generate as one timed segment; `record(segment)` runs even if generate raises."""
-    seg = {"conditions": conditions.current(job), "num_requests": len(reqs), "kept_samples": 0,
+def timed_generate(llm, reqs, params, job: str, on_sample, record, use_tqdm: bool,
+                   opened=None, segment: str | None = None) -> list:
+    """llm.generate as one timed segment (id `segment`, else a new one); `opened(open
+    record)` runs before it starts, `record(segment)` after it, even if generate raises."""
+    seg = {"segment": segment or uuid.uuid4().hex[:12], "event": "close",
+           "conditions": conditions.current(job), "num_requests": len(reqs), "kept_samples": 0,
            "kept_output_tokens": 0, "interrupted": False, "error": None}
 
     def keep(k, comp):
@@ -93,6 +99,8 @@ def timed_generate(llm, reqs, params, job: str, on_sample, record, use_tqdm: boo
 
     before, t0 = getattr(llm, "last_stats", None), clock()
     seg["start_s"] = t0  # perf_counter: one clock for every process of a host (replicas)
+    if opened is not None:
+        opened(segments.open_record(seg["segment"], seg["conditions"], t0, len(reqs)))
     try:
         return llm.generate(reqs, params, use_tqdm=use_tqdm, on_sample=keep)
     except BaseException as e:
@@ -141,20 +149,24 @@ def generate_missing(llm: Any, task: Task, problems: list[Problem], prompts: lis
         append_line(path, json.dumps(row, ensure_ascii=False) + "\n")
         written[k].add(index)
 
+    segment = uuid.uuid4().hex[:12]
+
     def on_sample(k: int, comp: Any) -> None:
         write(k, comp.index, completion=comp.text, completion_tokens=len(comp.token_ids),
               finish_reason=comp.finish_reason, error=None,
-              metrics=dict(getattr(comp, "metrics", None) or {}))
+              metrics=dict(getattr(comp, "metrics", None) or {}), segment=segment,
+              finish_s=clock())  # the segment's clock: a killed segment is timed from rows
 
-    segments: list[dict] = []
+    done: list[dict] = []
 
     def record(seg: dict) -> None:
         if replica is not None:
             seg["replica"] = dict(replica)
-        segments.append(seg)
+        done.append(seg)
         append_jsonl(os.path.join(run_dir, STATS), seg)
 
-    outs = timed_generate(llm, reqs, params, job, on_sample, record, use_tqdm)
+    outs = timed_generate(llm, reqs, params, job, on_sample, record, use_tqdm, opened=record,
+                          segment=segment)
     for k, out in enumerate(outs):
         j, first, count = owners[k]
         left = [i for i in range(count) if i not in written[k]]
@@ -166,7 +178,7 @@ def generate_missing(llm: Any, task: Task, problems: list[Problem], prompts: lis
             print(f"warning: the engine returned no completion for problem "
                   f"{problems[j].id} samples {[first + i for i in left]} and no error; "
                   f"rerun to generate them", file=sys.stderr)
-    return segments[0]
+    return done[-1]
 
 
 def timed_rerun(llm, problems, prompts, sampling_cls, sampling_cfg, seed: int, sample: list[int],
@@ -174,6 +186,6 @@ def timed_rerun(llm, problems, prompts, sampling_cls, sampling_cfg, seed: int, s
     """Time the requests of problems `sample` again (outputs discarded): a re-timing."""
     reqs, params, _ = plan_requests(problems, prompts, sampling_cls, sampling_cfg, seed,
                                     only=set(sample))
-    segments: list[dict] = []
-    timed_generate(llm, reqs, params, job, lambda k, c: None, segments.append, use_tqdm=False)
-    return {**segments[0], "problems": [problems[j].id for j in sample]}
+    timed: list[dict] = []
+    timed_generate(llm, reqs, params, job, lambda k, c: None, timed.append, use_tqdm=False)
+    return {**timed[0], "problems": [problems[j].id for j in sample]}

@@ -5,7 +5,9 @@ folder must match every part it can compute, or it is refused (nothing is mixed)
 
     settings      engine, sampling, model, task config and seed after CPU clamps, minus the
                   engine settings that only schedule work (SCHEDULING_ONLY); every other
-                  engine setting counts, so a new one (kv_cache_dtype) joins by itself
+                  engine setting counts, so a new one (kv_cache_dtype) joins by itself. A
+                  run with a budget also counts the engine's resolved compression settings
+                  (library defaults included), so a changed default is a new folder
     task_version  the task's `version` (bumped when its prompt or row handling changes)
     problems      the chat messages of every problem used (data rows and instruction)
     prompts       the prompt token ids (chat template, system prompt, tokenizer)
@@ -41,17 +43,21 @@ def digest(obj: Any, n: int = 16) -> str:
     return hashlib.sha256(json.dumps(plain, sort_keys=True, default=str).encode()).hexdigest()[:n]
 
 
-def settings(eff, device: str) -> dict:
-    """The config values that change the samples (post-clamp `eff`, resolved device)."""
+def settings(eff, device: str, compression: dict | None = None) -> dict:
+    """The config values that change the samples (post-clamp `eff`, resolved device) and,
+    for a budget run, the engine's resolved `compression` (Full KV: unchanged keys)."""
     engine = OmegaConf.to_container(eff.engine, resolve=True)
     extra = engine.pop("extra")
     engine = {k: v for k, v in {**engine, **extra}.items() if k not in SCHEDULING_ONLY}
     if engine.get("kv_cache_dtype", "auto") in (None, "auto"):  # the default: keys made
         engine.pop("kv_cache_dtype", None)  # before the option existed stay the same
-    return {"engine": engine, "sampling": OmegaConf.to_container(eff.sampling, resolve=True),
-            "model": OmegaConf.to_container(eff.model, resolve=True),
-            "task": OmegaConf.to_container(eff.task, resolve=True), "seed": eff.seed,
-            "device": device}
+    out = {"engine": engine, "sampling": OmegaConf.to_container(eff.sampling, resolve=True),
+           "model": OmegaConf.to_container(eff.model, resolve=True),
+           "task": OmegaConf.to_container(eff.task, resolve=True), "seed": eff.seed,
+           "device": device}
+    if eff.engine.budget is not None and compression is not None:
+        out["resolved_compression"] = compression
+    return out
 
 
 def kv_cache_dtype(eff) -> str:
@@ -61,7 +67,7 @@ def kv_cache_dtype(eff) -> str:
     return value or "auto"
 
 
-def run_name(eff, device: str) -> str:
+def run_name(eff, device: str, compression: dict | None = None) -> str:
     """<task>/<model>/<engine>[-b<budget>][-fp8]-n<n>-len<max_tokens>[-lim<limit>]-s<seed>-
     <hash>, from the values that ran (CPU clamps applied); the same command maps to the same
     folder. An fp8 KV cache is in the name and the hash (never a bf16 run's folder)."""
@@ -71,7 +77,7 @@ def run_name(eff, device: str) -> str:
     b += "" if kv == "auto" else f"-{kv}"
     lim = f"-lim{eff.task.limit}" if eff.task.limit is not None else ""
     return (f"{eff.task.name}/{eff.model.name}/{e.name}{b}-n{s.n}-len{s.max_tokens}{lim}"
-            f"-s{eff.seed}-{digest(settings(eff, device), 8)}")
+            f"-s{eff.seed}-{digest(settings(eff, device, compression), 8)}")
 
 
 def problems_digest(task, problems) -> str:
@@ -89,9 +95,9 @@ def tokenizer_digest(tok) -> str:
                    "special": str(getattr(tok, "all_special_tokens", None))})
 
 
-def identity(eff, device: str, task, problems) -> dict:
+def identity(eff, device: str, task, problems, compression: dict | None = None) -> dict:
     """The parts known before the model loads (`prompts`/`tokenizer` are added later)."""
-    return {"settings": digest(settings(eff, device)), "task_version": task.version,
+    return {"settings": digest(settings(eff, device, compression)), "task_version": task.version,
             "problems": problems_digest(task, problems), "prompts": None, "tokenizer": None}
 
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 from tasks import math_grader
 from tasks.answer_classes import Classes, answer_classes
-from tasks.base import (INSTRUCTION, HFSource, Problem, Task, check_unique, read_hub, read_jsonl,
-                        register)
+from tasks.base import INSTRUCTION, HFSource, Problem, Task, check_unique, register
+from tasks.data_files import read_hub, read_jsonl
 from tasks.pool import map_with_deadline
 
 
@@ -73,6 +73,13 @@ class MathTask(Task):
         return answer_classes([{**r, **v} for r, v in zip(rows, verdicts)],
                               penalize_truncated=self.options.penalize_truncated,
                               workers=workers, timeout=timeout)
+
+    def grader(self) -> str:
+        from importlib.metadata import PackageNotFoundError, version
+        try:
+            return f"math-verify {version('math-verify')}"
+        except PackageNotFoundError:
+            return "math-verify"
 
     def summary_extras(self, rows, verdicts, problems):
         checked = [v for v in verdicts if "strict_int_match" in v]

@@ -3,11 +3,13 @@ data directory, CPU clamps, the bound task and its problems."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 
 from omegaconf import OmegaConf
 
 from tasks.base import DataError, HFSource, get_task
+from tasks.checkpoint import checkpoint_error
 from tasks.config import unknown_keys
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -67,8 +69,8 @@ def validate(cfg) -> None:
     bs = e.block_size
     if bs <= 0 or bs & (bs - 1):
         raise ConfigError(f"engine.block_size={bs} must be a power of two")
-    if e.budget is not None and (e.budget <= 0 or e.budget % bs):
-        raise ConfigError(f"budget={e.budget} must be a positive multiple of engine.block_size={bs}")
+    if e.budget is not None and e.budget <= 0:
+        raise ConfigError(f"budget={e.budget} must be a positive multiple of engine.block_size")
     if e.name.startswith("zipage") and e.budget is None:
         raise ConfigError(f"engine={e.name} needs a budget (use engine=fullkv for Full KV)")
     for key, ok in [("sampling.n", s.n >= 1), ("sampling.max_tokens", s.max_tokens >= 1),
@@ -90,8 +92,8 @@ def validate(cfg) -> None:
     if b.only and b.retime:
         raise ConfigError("baseline.retime=true times this run against its baseline; "
                           "baseline.only=true does not run it")
-    if cfg.model.path is not None and not os.path.exists(cfg.model.path):
-        raise ConfigError(f"model.path={cfg.model.path} does not exist")
+    if cfg.model.path is not None and checkpoint_error(cfg.model.path):
+        raise ConfigError(checkpoint_error(cfg.model.path))
     resolve_data_dir(cfg.data_dir)
     if cfg.data_dir is None and cfg.task.hf.revision is None:  # fail before loading torch
         raise DataError(f"task {cfg.task.name}: pass data_dir=... (or ZIPAGE_DATA_DIR), or pin "
@@ -112,16 +114,24 @@ def engine_kwargs(e) -> dict:
     return {**kw, **extra}
 
 
-def check_engine_kwargs(model_id: str, kwargs: dict) -> None:
-    """The engine's own option check (unknown or invalid options), before any folder."""
+def check_engine_kwargs(model_id: str, kwargs: dict, notes=()) -> dict | None:
+    """The engine's own option check (unknown or invalid options), before any folder;
+    returns the engine's resolved compression settings (None without zipage). A message
+    naming an engine keyword names the config key that sets it, and the CPU clamps."""
     try:
         from zipage.config import EngineConfig
     except ImportError:
-        return
+        return None
     try:
-        EngineConfig.from_kwargs(model_id, **kwargs)
+        engine = EngineConfig.from_kwargs(model_id, **kwargs)
     except (TypeError, ValueError) as err:
-        raise ConfigError(f"engine: {err}") from None
+        text = str(err).replace("pass num_sink_tokens=0",  # the engine's keyword: our key
+                                "set engine.compression.num_sink_tokens=0")
+        clamps = "; ".join(n.split(": ", 1)[1].split(" (")[0] for n in notes
+                           if n.startswith("CPU run: engine."))
+        raise ConfigError(f"engine: {text}" + (f" (CPU run: {clamps}; cpu.enabled=false keeps "
+                                               f"the configured values)" if clamps else "")) from None
+    return dataclasses.asdict(engine.compression)
 
 
 def resolved_device(device: str) -> str:
@@ -132,26 +142,35 @@ def resolved_device(device: str) -> str:
 
 
 def effective_config(cfg, cpu: bool):
-    """Resolved copy with the data directory made absolute and CPU clamps applied;
-    returns (config, notes)."""
+    """Resolved copy with the data directory and result folders made absolute and CPU
+    clamps applied; returns (config, notes). The budget must be a multiple of the block
+    size the run uses (on a CPU, the clamped one)."""
     eff = copy.deepcopy(cfg)
     OmegaConf.resolve(eff)
     eff.data_dir = resolve_data_dir(eff.data_dir)
+    eff.results_dir = os.path.abspath(eff.results_dir)
+    eff.baseline.cache_dir = os.path.abspath(eff.baseline.cache_dir)
     notes = []
-    if cpu and eff.cpu.enabled:
-        def clamp(key, limit, value):
-            if value is not None and limit < value or value is None and key in UNSET_CLAMPS:
-                OmegaConf.update(eff, key, limit)
-                notes.append(f"CPU run: {key} {value} -> {limit} (cpu.enabled=false keeps it)")
-        c = eff.cpu
-        clamp("engine.block_size", c.block_size, eff.engine.block_size)
+
+    def clamp(key, limit, value):
+        if value is not None and limit < value or value is None and key in UNSET_CLAMPS:
+            OmegaConf.update(eff, key, limit)
+            notes.append(f"CPU run: {key} {value} -> {limit} (cpu.enabled=false keeps it)")
+    c, e, asked = eff.cpu, eff.engine, eff.engine.block_size
+    if cpu and c.enabled:
+        clamp("engine.block_size", c.block_size, e.block_size)
+    if e.budget is not None and e.budget % e.block_size:
+        why = (f" (this CPU run's: cpu.block_size clamps engine.block_size {asked} -> "
+               f"{e.block_size}; cpu.enabled=false keeps {asked})" if notes else "")
+        raise ConfigError(f"budget={e.budget} must be a positive multiple of "
+                          f"engine.block_size={e.block_size}{why}")
+    if cpu and c.enabled:
         clamp("sampling.max_tokens", c.max_tokens, eff.sampling.max_tokens)
         clamp("sampling.n", c.n, eff.sampling.n)
         clamp("task.limit", c.limit, eff.task.limit)
-        clamp("engine.max_model_len", c.max_model_len, eff.engine.max_model_len)
-        if eff.engine.budget is not None:
-            b = max(c.block_size, min(eff.engine.budget, c.budget) // eff.engine.block_size
-                    * eff.engine.block_size)
-            clamp("engine.budget", b, eff.engine.budget)
-            eff.budget = eff.engine.budget
+        clamp("engine.max_model_len", c.max_model_len, e.max_model_len)
+        if e.budget is not None:
+            b = max(c.block_size, min(e.budget, c.budget) // e.block_size * e.block_size)
+            clamp("engine.budget", b, e.budget)
+            eff.budget = e.budget
     return eff, notes

@@ -162,7 +162,7 @@ def _replica_main(factory, model_id, kwargs, problems, prompts, sampling, seed, 
         from types import SimpleNamespace
 
         from tasks import identity as ident
-        from tasks.evaluate import free_engine
+        from tasks.engines import free_engine
         from tasks.generate import generate_missing
         llm, sampling_cls = factory(model_id, kwargs)
         try:

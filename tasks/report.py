@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 
-def _f(x, fmt: str) -> str:
-    return "n/a" if x is None else format(x, fmt)
+def _f(x, fmt: str, unit: str = "") -> str:
+    return "n/a" if x is None else format(x, fmt) + unit
 
 
 def report(s: dict) -> str:
@@ -30,8 +30,8 @@ def report(s: dict) -> str:
             lines.append(f"Full KV baseline: {b['status']}")
         retained = b.get("accuracy_retained")
         lines.append(f"accuracy retained {'n/a' if retained is None else f'{retained:.1f}%'}   "
-                     f"speedup {_f(b.get('speedup'), '.2f')}x (output tok/s)   "
-                     f"time-to-finish speedup {_f(b.get('time_to_finish_speedup'), '.2f')}x")
+                     f"speedup {_f(b.get('speedup'), '.2f', 'x')} (output tok/s)   "
+                     f"time-to-finish speedup {_f(b.get('time_to_finish_speedup'), '.2f', 'x')}")
         if b.get("throughput_source"):
             lines.append(f"Full KV throughput: {b['throughput_source']}")
         if b.get("conditions_differ"):
@@ -45,8 +45,8 @@ def report(s: dict) -> str:
         extra.append(f"scoring timeouts {s['num_scoring_timeouts']}")
     lines.append("  ".join(extra))
     lines += problems(s)
-    for note in s.get("cpu_clamps") or []:
-        lines.append(f"note: {note}")
+    for note in (s.get("cpu_clamps") or []) + (s.get("notes") or []):
+        lines.append(note if note.startswith("warning") else f"note: {note}")
     lines.append(f"results: {s['run_dir']}")
     return "\n".join(lines)
 
@@ -55,8 +55,24 @@ def problems(s: dict) -> list[str]:
     """Warnings about what the numbers do not cover."""
     out = []
     if s.get("throughput_lower_bound"):
-        out.append("note: out tok/s is a lower bound: an interrupted segment's unfinished work "
-                   "was not reported by the engine")
+        reasons = s.get("throughput_lower_bound_reasons") or [
+            "an interrupted segment's unfinished work was not reported by the engine"]
+        out.append(f"note: out tok/s is a lower bound: {'; '.join(reasons)}")
+    if s.get("untimed_samples"):
+        out.append(f"note: {s['untimed_samples']} sample(s) ({s['untimed_output_tokens']} "
+                   f"tokens) have no measured generation time (their process died before "
+                   f"segments were recorded as they start): the throughput covers the other "
+                   f"samples only, and no time-to-finish speedup is computed")
+    if s.get("num_rejected_samples"):
+        out.append(f"note: mean len and p95 len leave out the {s['num_rejected_samples']} "
+                   f"rejected sample(s)")
+    if s.get("data_sha256_at_generation"):
+        out.append(f"note: scored against the data file as it is now (sha256 "
+                   f"{(s.get('data_sha256') or 'none')[:12]}), not the one the samples were "
+                   f"generated from ({s['data_sha256_at_generation'][:12]})")
+    if s.get("rescored_because"):
+        out.append(f"note: scored again: since the last scoring, "
+                   f"{'; '.join(s['rescored_because'])} changed")
     errors = s.get("engine_errors") or []
     if errors:
         shown = "; ".join(f"{e['problem_id']} ({e['samples']} samples): {e['error']}"
@@ -69,6 +85,7 @@ def problems(s: dict) -> list[str]:
         shown = "; ".join(f"line {b['line']}: {b['why']}" for b in bad[:5])
         out.append(f"warning: samples.jsonl has {len(bad)} unusable line(s), kept as they are "
                    f"and not scored: {shown}" + (" ..." if len(bad) > 5 else ""))
+    out += sample_row_notes(f)
     ignored = f.get("ignored") or []
     if ignored:
         lines = ", ".join(str(r["line"]) for r in ignored[:5])
@@ -77,4 +94,26 @@ def problems(s: dict) -> list[str]:
     if f.get("incomplete_last_line"):
         out.append("note: the last line of samples.jsonl is incomplete (still being written, "
                    "or cut by a kill); not scored")
+    return out
+
+
+def sample_row_notes(f: dict) -> list[str]:
+    """Rows not scored for want of this run's prompt hash, and samples with several rows."""
+    out = []
+    unmatched = f.get("unmatched") or []
+    if unmatched:
+        shown = "; ".join(f"line {u['line']} (problem {u['problem_id']} sample "
+                          f"{u['sample_index']}): {u['why']}" for u in unmatched[:5])
+        more = " ..." if len(unmatched) > 5 else ""
+        out.append(f"warning: {len(unmatched)} row(s) of samples.jsonl without this run's "
+                   f"prompt_hash, kept and not scored: {shown}{more}")
+    for kind, text in (("conflict", "warning: {k} sample(s) have differing rows, none of them "
+                                    "scored (delete the wrong line, then re-score): {shown}"),
+                       ("identical", "note: {k} sample(s) have identical repeated rows, each "
+                                     "scored once (its first line): {shown}")):
+        dups = [d for d in f.get("duplicate_rows") or [] if d["kind"] == kind]
+        if dups:
+            shown = "; ".join(f"problem {d['problem_id']} sample {d['sample_index']} at lines "
+                              f"{', '.join(map(str, d['lines']))}" for d in dups[:5])
+            out.append(text.format(k=len(dups), shown=shown) + (" ..." if len(dups) > 5 else ""))
     return out

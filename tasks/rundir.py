@@ -1,27 +1,19 @@
-"""A run folder: what it is for (RunSpec), its lock, and the checks that keep a rerun from
-appending to a folder that holds a different run (tasks/identity.py)."""
+"""A run folder: its lock, its record (run.json, config.yaml) and the checks that keep a
+rerun from appending to a folder that holds a different run (tasks/identity.py)."""
 from __future__ import annotations
 
 import contextlib
-import copy
 import fcntl
 import hashlib
 import json
 import os
 import platform
-from dataclasses import dataclass
 
 from omegaconf import OmegaConf
 
 from tasks import identity as ident
-from tasks.prepare import ConfigError, engine_kwargs
+from tasks.prepare import ConfigError
 from tasks.samples import CONFIG, META, SAMPLES, read_samples, write_atomic
-
-@dataclass
-class RunSpec:
-    cfg: object        # the effective config (resolved, CPU clamps applied)
-    dir: str
-    meta: dict         # run.json: identity, model, engine kwargs, device, data, clamps
 
 
 def file_sha256(path: str | None) -> str | None:
@@ -31,37 +23,15 @@ def file_sha256(path: str | None) -> str | None:
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def run_spec(eff, run_dir: str, task, problems, device: str, notes: list[str]) -> RunSpec:
-    data_file = task.data_path(eff.data_dir, eff.task.data_file) if eff.data_dir else None
-    meta = {"identity": ident.identity(eff, device, task, problems),
-            "model_id": eff.model.path or eff.model.name, "engine_kwargs": engine_kwargs(eff.engine),
-            "device": device, "cpu_clamps": notes, "baseline_dir": None,
-            "data_file": data_file, "data_sha256": file_sha256(data_file),
-            "python": platform.python_version()}
-    return RunSpec(eff, os.path.abspath(run_dir), meta)
-
-
-def baseline_config(eff):
-    """The Full-KV config a run is compared with: compression knobs do not touch Full KV, so
-    a sweep over budgets and scoring switches shares one baseline."""
-    base = copy.deepcopy(eff)
-    base.engine.name, base.engine.budget, base.engine.compression = "fullkv", None, {}
-    base.budget = base.engine.observation_window = None
-    return base
-
-
-def baseline_dir(eff, device: str) -> str:
-    base = baseline_config(eff)
-    return os.path.join(base.baseline.cache_dir, ident.run_name(base, device))
-
-
-def baseline_spec(run: RunSpec, task, problems) -> RunSpec:
-    """The Full-KV run this one is compared with (`baseline_config`)."""
-    base, device = baseline_config(run.cfg), run.meta["device"]
-    folder = baseline_dir(run.cfg, device)
-    spec = run_spec(base, folder, task, problems, device, run.meta["cpu_clamps"])
-    run.meta["baseline_dir"] = spec.dir
-    return spec
+def run_record(plan, identity: dict, prompt_hashes: dict[str, str]) -> dict:
+    """run.json: what generated the folder's samples (the plan, and what the model added:
+    the prompt identity and each problem's prompt hash, the reference for its rows)."""
+    return {"identity": identity, "model_id": plan.model_id, "model_label": plan.model_label,
+            "engine_kwargs": plan.engine_kwargs, "compression": plan.compression,
+            "device": plan.device, "cpu_clamps": list(plan.clamps), "notes": list(plan.notes),
+            "baseline_dir": plan.baseline.run_dir if plan.baseline else None,
+            "data_file": plan.data_file, "data_sha256": plan.data_sha256,
+            "python": platform.python_version(), "prompt_hashes": prompt_hashes}
 
 
 @contextlib.contextmanager
@@ -82,28 +52,30 @@ def run_lock(run_dir: str):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def check_folder(spec: RunSpec, new: dict) -> None:
-    """Refuse to add samples to a folder whose samples came from another identity."""
-    old_meta = ident.read_meta(spec.dir)
-    has_samples = os.path.exists(os.path.join(spec.dir, SAMPLES))
+def check_folder(run_dir: str, new: dict, parts=tuple(ident.WHAT)) -> None:
+    """Refuse to add samples to (or score) a folder whose samples came from another
+    identity (the `parts` of it both know)."""
+    old_meta = ident.read_meta(run_dir)
+    has_samples = os.path.exists(os.path.join(run_dir, SAMPLES))
     if old_meta is None or "identity" not in old_meta:
         if has_samples:
-            raise ConfigError(ident.refusal(spec.dir, [
+            raise ConfigError(ident.refusal(run_dir, [
                 "nothing can be checked: the folder predates recorded run identities"]))
         return
-    changed = ident.differences(old_meta["identity"], new)
+    old = {k: v for k, v in old_meta["identity"].items() if k in parts}
+    changed = ident.differences(old, new)
     if changed:
-        raise ConfigError(ident.refusal(spec.dir, changed))
+        raise ConfigError(ident.refusal(run_dir, changed))
 
 
-def check_rows(spec: RunSpec, problems, hashes: list[str]) -> None:
+def check_rows(run_dir: str, problems, hashes: list[str]) -> None:
     """Every stored sample of a problem carries that problem's current prompt hash."""
     want = {p.id: h for p, h in zip(problems, hashes)}
-    bad = [r["line"] for r in read_samples(os.path.join(spec.dir, SAMPLES)).rows
+    bad = [r["line"] for r in read_samples(os.path.join(run_dir, SAMPLES)).rows
            if r["problem_id"] in want and r.get("prompt_hash") != want[r["problem_id"]]]
     if bad:
         lines = ", ".join(map(str, bad[:5])) + (" ..." if len(bad) > 5 else "")
-        raise ConfigError(ident.refusal(spec.dir, [
+        raise ConfigError(ident.refusal(run_dir, [
             f"the prompts of {len(bad)} stored samples (samples.jsonl lines {lines})"]))
 
 
@@ -114,6 +86,50 @@ def check_baseline(run_dir: str, base_dir: str) -> None:
         raise ConfigError(ident.refusal(base_dir, changed, "a Full-KV baseline"))
 
 
-def write_meta(spec: RunSpec) -> None:
-    OmegaConf.save(spec.cfg, os.path.join(spec.dir, CONFIG))
-    write_atomic(os.path.join(spec.dir, META), json.dumps(spec.meta, indent=2) + "\n")
+def write_config(plan) -> None:
+    """config.yaml: the effective config the folder was last generated or scored with."""
+    path = os.path.join(plan.run_dir, CONFIG)
+    write_atomic(path, OmegaConf.to_yaml(plan.cfg))
+
+
+def write_meta(plan, identity: dict, prompt_hashes: dict[str, str]) -> None:
+    write_config(plan)
+    write_atomic(os.path.join(plan.run_dir, META),
+                 json.dumps(run_record(plan, identity, prompt_hashes), indent=2) + "\n")
+
+
+def _engine_settings(meta: dict) -> dict:
+    """A run.json's engine settings: kwargs (compression aside) and resolved compression."""
+    kwargs = dict(meta.get("engine_kwargs") or {})
+    raw = kwargs.pop("compression", None) or {}
+    return {"engine": kwargs, "compression": meta.get("compression") or raw}
+
+
+def sibling_note(plan) -> str | None:
+    """When the folder this command maps to is new but a folder of the same name up to the
+    hash holds an earlier run of it (same task, model, engine, budget, n, len, limit,
+    seed), name it and the engine settings that differ (from its run.json)."""
+    parent, name = os.path.split(plan.run_dir)
+    if os.path.exists(plan.run_dir) or not os.path.isdir(parent) or "-" not in name:
+        return None
+    stem = name.rsplit("-", 1)[0]
+    found = [os.path.join(parent, d) for d in os.listdir(parent)
+             if d != name and d.rsplit("-", 1)[0] == stem
+             and ident.read_meta(os.path.join(parent, d))]
+    if not found:
+        return None
+    folder = max(found, key=os.path.getmtime)
+    old = _engine_settings(ident.read_meta(folder))
+    new = {"engine": {k: v for k, v in plan.engine_kwargs.items() if k != "compression"},
+           "compression": plan.compression or plan.engine_kwargs.get("compression") or {}}
+    parts = []
+    for group in ("compression", "engine"):
+        keys = [k for k in sorted(set(old[group]) | set(new[group]))
+                if old[group].get(k) != new[group].get(k)]
+        if keys:
+            parts.append(f"{group} " + ", ".join(f"{k}={old[group].get(k)}" for k in keys)
+                         + f" (now {', '.join(str(new[group].get(k)) for k in keys)})")
+    what = (" with " + "; ".join(parts) if parts else
+            " (its recorded engine settings are the same: the folder's identity now also "
+            "counts the engine's resolved compression settings)")
+    return f"note: {folder} holds this command's earlier run{what}; this run starts a new folder"

@@ -23,9 +23,9 @@ SAMPLES, SCORES, SUMMARY, STATS, META, CONFIG, RETIME = (
 
 @dataclass
 class Samples:
-    rows: list[dict] = field(default_factory=list)     # first row of each (problem, index)
+    rows: list[dict] = field(default_factory=list)     # every usable row, with its `line`;
+    #                    which one is scored per (problem, index): tasks/sample_rows.py
     bad_lines: list[tuple[int, str]] = field(default_factory=list)  # (line, why), kept on disk
-    duplicates: int = 0
     torn_tail: bool = False    # an unterminated last line: still being written, or a kill
 
     def keys(self) -> set[tuple[str, int]]:
@@ -57,7 +57,6 @@ def read_samples(path: str) -> Samples:
         data = f.read()
     lines = data.split(b"\n")
     last = len(lines) - 1          # after the final newline: b"" for a complete file
-    seen: set[tuple[str, int]] = set()
     for lineno, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
@@ -68,11 +67,6 @@ def read_samples(path: str) -> Samples:
             else:
                 out.bad_lines.append((lineno, why))
             continue
-        key = (row["problem_id"], row["sample_index"])
-        if key in seen:
-            out.duplicates += 1
-            continue
-        seen.add(key)
         row["line"] = lineno
         out.rows.append(row)
     return out

@@ -6,6 +6,7 @@ import math
 from collections import defaultdict
 
 from tasks import conditions
+from tasks import segments as segments_mod
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -78,14 +79,17 @@ def throughput(segments: list[dict]) -> dict:
     comp = sum(s.get("compression_time_s", 0.0) or 0.0 for s in timed)
     mean_run = (sum((s.get("mean_running") or 0.0) * s["wall_time_s"] for s in timed) / wall
                 if wall > 0 else None)
-    unmeasured = [s for s in timed if s.get("interrupted") and not s.get("work_measured")]
+    unmeasured = [s for s in segments if s.get("interrupted") and not s.get("work_measured")
+                  and (s.get("died") or s in timed)]
     return {
         "timed_output_tokens": out_tok,
         "generation_wall_time_s": wall,             # model load excluded
         "output_tokens_per_s": out_tok / wall if wall > 0 else None,
-        # An interrupted segment whose unfinished work the engine did not report counts
-        # only its finished samples' tokens: the rate is then a lower bound.
+        # An interrupted segment whose unfinished work the engine did not report, or whose
+        # process died (tasks/segments.py), counts only its finished samples' tokens: the
+        # rate is then a lower bound, and the reasons say which segment.
         "throughput_lower_bound": bool(unmeasured),
+        "throughput_lower_bound_reasons": [segments_mod.describe(s) for s in unmeasured],
         # the largest of one engine (replicas of a launch are not added up)
         "peak_running": max((s.get("peak_running") or 0 for s in timed), default=None),
         "mean_running": mean_run,
@@ -96,7 +100,8 @@ def throughput(segments: list[dict]) -> dict:
         "generation_segments": len(timed),
         "data_parallel_replicas": max(((s.get("replica") or {}).get("size", 1) for s in timed),
                                       default=1),
-        "interrupted_segments": sum(1 for s in timed if s.get("interrupted")),
+        "interrupted_segments": sum(1 for s in segments if s.get("interrupted")),
+        "died_segments": sum(1 for s in segments if s.get("died")),
     }
 
 
@@ -112,8 +117,9 @@ def engine_errors(rows: list[dict]) -> list[dict]:
 
 
 def summarize(rows: list[dict], num_problems: int, n: int, segments: list[dict]) -> dict:
-    """The summary.json body (without the baseline block)."""
-    lengths = [r.get("completion_tokens", 0) for r in rows]
+    """The summary.json body (without the baseline block). Output lengths leave out the
+    samples the engine rejected (0 tokens, not an output)."""
+    lengths = [r.get("completion_tokens", 0) for r in rows if r.get("finish_reason") != "error"]
     s: dict = {"num_problems": len({r["problem_id"] for r in rows}),
                "num_problems_expected": num_problems,
                "num_samples": len(rows), "num_samples_expected": num_problems * n,
@@ -123,11 +129,14 @@ def summarize(rows: list[dict], num_problems: int, n: int, segments: list[dict])
     s["pass@1_incl_truncated"] = lenient["pass@1"]
     frac = (lambda pred: sum(1 for r in rows if pred(r)) / len(rows) if rows else None)
     s["truncation_rate"] = frac(lambda r: r.get("finish_reason") == "length")
-    s["boxed_rate"] = frac(lambda r: bool(r.get("has_boxed")))
+    # Only tasks whose verdicts say (math): a code task has no boxed answer to count.
+    s["boxed_rate"] = (frac(lambda r: bool(r.get("has_boxed")))
+                       if any("has_boxed" in r for r in rows) else None)
     s["error_rate"] = frac(lambda r: bool(r.get("error")))
     s["num_scoring_timeouts"] = sum(1 for r in rows if str(r.get("error") or "").startswith("timeout"))
     s["mean_output_tokens"] = sum(lengths) / len(lengths) if lengths else None
     s["p95_output_tokens"] = percentile(lengths, 95)
+    s["num_rejected_samples"] = len(rows) - len(lengths)
     s.update(throughput(segments))
     s["output_tokens"] = sum(lengths)
     wall = s["generation_wall_time_s"]
@@ -147,7 +156,9 @@ def compare(run: dict, base: dict) -> dict:
         "mean_output_tokens": base.get("mean_output_tokens"),
         "accuracy_retained": 100.0 * p / bp if p is not None and bp else None,
         "speedup": t / bt if t and bt else None,
-        "time_to_finish_speedup": bf / f if f and bf else None,
+        # Only when both times cover every sample (tasks/segments.py): never a partial time.
+        "time_to_finish_speedup": bf / f if f and bf and not run.get("untimed_samples")
+        and not base.get("untimed_samples") else None,
     }
 
 

@@ -65,20 +65,17 @@ def job_device(cfg) -> str:
     return resolved_device("auto")
 
 
-def job_folders(cfg) -> tuple[str, str | None]:
+def job_folders(cfg, overrides: list[str] = ()) -> tuple[str, str | None]:
     """(the job's run folder name, its Full-KV baseline folder or None), as the job itself
-    names them (tasks/evaluate.py: after the CPU clamps of its device)."""
+    names them (tasks/plan.py: after the CPU clamps of its device)."""
     from omegaconf import open_dict
-    from tasks.identity import run_name
-    from tasks.prepare import effective_config
-    from tasks.rundir import baseline_dir
+    from tasks.model_choice import stated_keys
+    from tasks.plan import folder_names
     job = copy.deepcopy(cfg)
     with open_dict(job):
         del job["hydra"]
     job.data_dir = None  # not part of a folder's name; may not exist on the submitting host
-    device = job_device(cfg)
-    eff, _ = effective_config(job, device == "cpu")
-    return run_name(eff, device), baseline_dir(eff, device) if eff.engine.budget is not None else None
+    return folder_names(job, job_device(cfg), stated_keys(overrides))
 
 
 def plan(overrides: list[str]) -> tuple[list[list[str]], list[list[str]]]:
@@ -86,7 +83,7 @@ def plan(overrides: list[str]) -> tuple[list[list[str]], list[list[str]]]:
     per run folder (engine=fullkv ignores the budget: budget=1024,2048 is one run)."""
     stage1, stage2, bases_seen, dirs_seen = [], [], set(), set()
     for job in expand(overrides):
-        folder, base = job_folders(compose(job))
+        folder, base = job_folders(compose(job), job)
         job = [o for o in job if not _key(o).startswith(LAUNCHER)]  # the submitter's business
         if folder in dirs_seen:
             continue

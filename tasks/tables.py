@@ -25,9 +25,8 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from tasks.tables_answers import answer_fields
+from tasks.tables_format import METHOD, SETTING, method_label
 
-SETTING = ["model", "n", "max_tokens", "temperature"]  # one table per setting
-METHOD = ["engine", "budget", "variant"]                # one table row per method
 # Config keys that never tell two runs apart in a table (paths, logging, the sweep's budget
 # for a Full-KV run, parallelism).
 NOT_VARIANTS = ("config.results_dir", "config.data_dir", "config.use_tqdm", "config.budget",
@@ -125,12 +124,6 @@ def variants(df: pd.DataFrame) -> pd.Series:
 
 def _short(key: str) -> str:
     return key.removeprefix("config.").removeprefix("engine.")
-
-
-def method_label(engine: str, budget, variant: str) -> str:
-    name = "Full KV" if engine == "fullkv" else engine
-    name += "" if pd.isna(budget) else f" b={budget}"
-    return f"{name} ({variant})" if variant else name
 
 
 def methods(df: pd.DataFrame) -> pd.DataFrame:

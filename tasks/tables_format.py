@@ -6,6 +6,14 @@ import pandas as pd
 from tasks.tables_answers import IN_BASELINE, NA
 
 PARTIAL = "*"  # marks a run that is not complete yet
+SETTING = ["model", "n", "max_tokens", "temperature"]  # one table per setting
+METHOD = ["engine", "budget", "variant"]                # one table row per method
+
+
+def method_label(engine: str, budget, variant: str) -> str:
+    name = "Full KV" if engine == "fullkv" else engine
+    name += "" if pd.isna(budget) else f" b={budget}"
+    return f"{name} ({variant})" if variant else name
 
 
 def mark(row) -> str:
@@ -26,7 +34,12 @@ def throughput_cell(row) -> str:
     if pd.isna(t):
         return "-"
     speedup = "" if pd.isna(x) or pd.isna(row.get("budget")) else f" ({x:.2f}x)"
-    return f"{t:.0f}{speedup}{mark(row)}"
+    return rate(t) + speedup + mark(row)
+
+
+def rate(t: float) -> str:
+    """Output tok/s with three significant digits at least (a CPU run's 0.42, a GPU's 1234)."""
+    return f"{t:.0f}" if t >= 100 else f"{t:.1f}" if t >= 10 else f"{t:.2f}"
 
 
 def mean_retained(x) -> str:

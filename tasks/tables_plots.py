@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tasks.tables import METHOD, SETTING, method_label
+from tasks.tables_format import METHOD, SETTING, method_label
 
 
 def _name(setting, task: str, kind: str) -> str:

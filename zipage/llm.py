@@ -1,5 +1,6 @@
 """The offline entry point: ``LLM(model, **options).generate(prompts, sampling_params)``."""
 import time
+from numbers import Integral
 
 import torch
 
@@ -86,8 +87,11 @@ class LLM:
         return min(self.config.max_num_seqs, self.num_kv_blocks // per_request)
 
     def shutdown(self) -> None:
-        """Release the model, KV cache and CUDA graphs now (before building another engine)."""
+        """Release the model, KV cache and CUDA graphs now (before building another engine).
+        The LLM cannot generate afterwards; a second call does nothing."""
         import gc
+        if self.engine is None:
+            return
         close = getattr(getattr(self.engine, "runner", None), "close", None)
         if close is not None:
             close()  # tensor-parallel ranks: stopped and joined
@@ -114,8 +118,10 @@ class LLM:
         ``last_stats`` then describes the interrupted call (``interrupted=True``; token counts
         include the dropped requests' work).
         """
-        if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)):
-            prompts = [prompts]
+        if self.engine is None:
+            raise RuntimeError("this LLM was shut down (llm.shutdown()); build a new LLM to "
+                               "generate again")
+        prompts = _prompt_list(prompts)
         params = sampling_params or SamplingParams()
         params = list(params) if isinstance(params, (list, tuple)) else [params] * len(prompts)
         if len(params) != len(prompts):
@@ -177,3 +183,15 @@ class LLM:
             compression_time_s=e.compression_time_s, num_kv_blocks=self.num_kv_blocks,
             max_concurrency=self.max_concurrency, schedule_time_s=e.schedule_time_s,
             execute_time_s=e.execute_time_s, interrupted=interrupted)
+
+
+def _prompt_list(prompts) -> list:
+    """One prompt (a string or a list of token ids) or a list of prompts -> a list."""
+    if isinstance(prompts, str):
+        return [prompts]
+    if not isinstance(prompts, (list, tuple)):
+        raise TypeError(f"prompts must be a string, a list of token ids, or a list of those; "
+                        f"got {type(prompts).__name__}")
+    if prompts and isinstance(prompts[0], Integral) and not isinstance(prompts[0], bool):
+        return [prompts]
+    return list(prompts)

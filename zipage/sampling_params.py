@@ -2,6 +2,8 @@
 from dataclasses import dataclass, fields
 from numbers import Integral, Real
 
+MAX_SEED = 2**32 - 1  # the sampler hashes the low 32 bits of a sample's seed
+
 
 def _is_int(x) -> bool:
     return isinstance(x, Integral) and not isinstance(x, bool)
@@ -17,7 +19,8 @@ class SamplingParams:
 
     ``seed`` makes sampling reproducible whatever else is in the batch: sample ``i`` of
     ``n`` uses seed ``seed + i``. Without a seed, the engine's seed and the request index
-    are used, so a run is still reproducible as a whole.
+    are used, so a run is still reproducible as a whole. The sampler hashes 32 bits of a
+    seed, so ``seed + n - 1`` must lie in [0, 2**32) (a larger one would repeat a smaller).
     """
 
     n: int = 1
@@ -52,6 +55,9 @@ class SamplingParams:
             self.ignore_eos = True
         checks = [
             (self.n >= 1, f"n must be >= 1, got {self.n}"),
+            (self.seed is None or 0 <= self.seed and self.seed + self.n - 1 <= MAX_SEED,
+             f"seed must be in [0, {MAX_SEED - self.n + 1}] for n={self.n} (sample i uses "
+             f"seed + i, and the sampler hashes 32 bits), got {self.seed}"),
             (self.temperature >= 0, f"temperature must be >= 0, got {self.temperature}"),
             (0 < self.top_p <= 1, f"top_p must be in (0, 1], got {self.top_p}"),
             (self.top_k == -1 or self.top_k >= 1, f"top_k must be -1 or >= 1, got {self.top_k}"),

@@ -149,8 +149,8 @@ def read_file(path: str) -> list[LCBProblem]:
     """All rows of a LiveCodeBench JSONL file (errors name the file and the 1-based line)."""
     if not os.path.isfile(path):
         raise DataError(f"LiveCodeBench data not found: {path}")
-    problems, seen = [], set()
-    with open(path, encoding="utf-8") as f:
+    problems, seen = [], {}
+    with open(path, encoding="utf-8-sig") as f:  # a byte-order mark at the start is accepted
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -161,8 +161,9 @@ def read_file(path: str) -> list[LCBProblem]:
                 raise DataError(f"{where}: invalid JSON ({e})") from None
             p = row_to_problem(row, where)
             if p.question_id in seen:
-                raise DataError(f"{where}: duplicate question_id {p.question_id!r}")
-            seen.add(p.question_id)
+                raise DataError(f"{where}: duplicate question_id {p.question_id!r} at line "
+                                f"{seen[p.question_id]} and line {lineno}")
+            seen[p.question_id] = lineno
             problems.append(p)
     return problems
 

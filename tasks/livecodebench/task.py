@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, List, Optional
+from typing import Any, ClassVar, List, Optional
 
 from tasks.base import HFSource, Problem, Task, check_unique, register
 from tasks.livecodebench.data import (HUB_REPO, DataError, LCBProblem, decode_tests,
@@ -61,6 +61,11 @@ class LCBOptions:
 class LiveCodeBenchTask(Task):
     """Adapter for run.py / tasks.score (see tasks/base.py for the protocol)."""
     options: LCBOptions = field(default_factory=LCBOptions)
+    reads_scoring_timeout: ClassVar[bool] = False  # its per-test limit is options.timeout_s
+
+    def gold(self, problem: Problem):
+        """The problem's tests (a sample passes them all)."""
+        return problem.meta["lcb"].tests
 
     def load(self, data_dir, limit=None, *, data_file=None, hf: HFSource | None = None):
         o = self.options

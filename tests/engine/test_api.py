@@ -89,3 +89,31 @@ def test_teacher_forcing_reports_log_probs_and_greedy_choices(llm):
     assert all(lp <= 0 for lp in m["forced_logprobs"])
     assert m["forced_argmax"][0] == free.token_ids[0]  # same context before the first forced token
     assert m["forced_greedy_match"] == [a == f for a, f in zip(m["forced_argmax"], forced)]
+
+
+def test_issue29_api_edges_fail_clearly(llm, folder):
+    """Issue 29 item 7: a seed the sampler cannot hold, a prompt of the wrong type and a
+    generate after shutdown are clear errors at the call; a second shutdown does nothing."""
+    with pytest.raises(ValueError, match=r"seed must be in \[0, 4294967295\]"):
+        SamplingParams(seed=2**70)
+    with pytest.raises(ValueError, match=r"seed must be in \[0, 4294967294\] for n=2"):
+        SamplingParams(seed=2**32 - 1, n=2)
+    with pytest.raises(ValueError, match="seed must be in"):
+        SamplingParams(seed=-1)
+    SamplingParams(seed=2**32 - 1)  # the largest seed of one sample
+    with pytest.raises(TypeError, match="prompts must be a string, a list of token ids, or a "
+                                        "list of those; got int"):
+        llm.generate(5, SamplingParams(), use_tqdm=False)
+    other = LLM(folder, device="cpu", block_size=16, kv_cache_tokens=256, max_model_len=64)
+    other.shutdown()
+    with pytest.raises(RuntimeError, match="shut down"):
+        other.generate([[1, 2, 3]], SamplingParams(max_tokens=2), use_tqdm=False)
+    other.shutdown()  # a no-op
+
+
+def test_issue29_a_one_step_request_counts_as_running(llm):
+    """Issue 29 item 11: a request that finishes in its first step ran (peak_running 1)."""
+    llm.generate(random_prompts([10], vocab=384), SamplingParams(temperature=0, max_tokens=1),
+                 use_tqdm=False)
+    assert llm.last_stats.num_steps == 1 and llm.last_stats.peak_running == 1
+    assert llm.last_stats.mean_running == 1.0

@@ -6,7 +6,8 @@ at once, one token per step per running sample, and a step costs
 pointed at the same clock, so timings are exact and tests are fast). Knobs:
 `crash_after` samples (a RuntimeError), `interrupt_at_step` (a KeyboardInterrupt, as from
 Ctrl-C), `report_interrupted` (set `last_stats` for an interrupted call, with unfinished
-samples' tokens counted), `on_step(step)` (a hook, e.g. to let another thread act).
+samples' tokens counted), `on_step(step)` (a hook, e.g. to let another thread act); the
+engine kwarg `max_num_seqs` runs at most that many samples at once (one by one: 1).
 """
 import random
 import re
@@ -110,6 +111,9 @@ class FakeLLM:
             for i in range(sp.n):
                 body, reason = completion_for(text, sp.seed + i, self.kwargs.get("budget"))
                 running.append([k, FakeCompletion(i, body, list(range(len(body))), reason), 0])
+        # engine.max_num_seqs: at most that many samples run at once, the rest wait
+        limit = self.kwargs.get("max_num_seqs") or len(running) or 1
+        running, waiting = running[:limit], running[limit:]
         tokens = steps = 0
         t0 = self.clock.t
         while running:
@@ -125,6 +129,8 @@ class FakeLLM:
                 r[2] += 1
             for r in [r for r in running if r[2] == len(r[1].token_ids)]:
                 running.remove(r)
+                if waiting:
+                    running.append(waiting.pop(0))
                 tokens += r[2]
                 outs[r[0]].outputs.append(r[1])
                 on_sample(r[0], r[1])

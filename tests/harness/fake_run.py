@@ -5,7 +5,9 @@
 The engine is swapped inside the job function, so it also holds in the processes a launcher
 starts (submitit pickles the job function and runs it elsewhere). Needs the repo root and
 tests/harness on PYTHONPATH. FAKE_GENERATE_S=<s> makes every generate() call take that long
-in real time, so parallel jobs overlap; timings use the fake engine's clock, as in-process.
+in real time, so parallel jobs overlap; FAKE_STEP_S=<s> makes every engine step take that
+long (samples finish over time: a test can kill the process mid-generation); timings use
+the fake engine's clock, as in-process.
 """
 import os
 import time
@@ -21,7 +23,9 @@ def make_fake_engine(model_id, kwargs):
     import fake_engine
     from tasks import generate as timing
 
-    llm = fake_engine.FakeLLM(model_id, **kwargs)
+    step_s = float(os.environ.get("FAKE_STEP_S", "0"))
+    llm = fake_engine.FakeLLM(model_id, on_step=(lambda step: time.sleep(step_s)) if step_s
+                              else None, **kwargs)
     timing.clock = llm.clock  # segments timed on the engine's clock: exact, as in-process
     generate, delay = llm.generate, float(os.environ.get("FAKE_GENERATE_S", "0"))
 

@@ -10,12 +10,13 @@ import pytest
 from harness_fixtures import DATA_DIR, ROOT, config
 
 BAD = [
-    (["task=nope"], "task/nope"),                         # unknown task
+    (["task=nope"], "unknown task 'nope'"),               # unknown task
     (["sampling.max_token=64"], "max_token"),             # misspelled key
     (["budgt=2048"], "budgt"),                            # misspelled top-level key
     (["sampling.n=abc"], "sampling.n"),                   # wrong type
     (["task.limit=two"], "task.limit"),
-    (["budget=100"], "budget=100 must be a positive multiple of engine.block_size=256"),
+    (["budget=100", "engine.device=cuda"],
+     "budget=100 must be a positive multiple of engine.block_size=256"),
     (["engine.block_size=48", "budget=96"], "power of two"),
     (["task.name=nope"], "unknown task 'nope'"),          # name not in the task registry
     (["data_dir=/nonexistent"], "data_dir=/nonexistent"),
@@ -90,7 +91,7 @@ def test_engine_zipage_is_the_published_score():
     tuned variant (attention + 4 sinks + recent quarter). Issue 31."""
     from hydra import compose, initialize_config_dir
     from tasks.config import register_configs
-    from tasks.evaluate import engine_kwargs
+    from tasks.prepare import engine_kwargs
     from zipage.compression.config import CompressionConfig
     from zipage.config import EngineConfig
     register_configs()
@@ -129,7 +130,7 @@ def test_each_engine_preset_runs_its_constructor(name):
     """configs/engine/<name>.yaml gives the engine exactly CompressionConfig's preset."""
     from hydra import compose, initialize_config_dir
     from tasks.config import register_configs
-    from tasks.evaluate import engine_kwargs
+    from tasks.prepare import engine_kwargs
     from zipage.compression.presets import preset
     from zipage.config import EngineConfig
     register_configs()

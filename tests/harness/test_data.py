@@ -69,3 +69,63 @@ def test_a_bad_engine_option_fails_before_any_folder(tmp_path, data_dir, engine)
     with pytest.raises(runner.ConfigError, match="redundancy_wieght"):
         runner.evaluate(cfg)
     assert not os.path.exists(tmp_path / "results")
+
+
+def load(path, lines: list[bytes]):
+    from tasks.base import get_task
+    with open(path, "wb") as f:
+        f.write(b"".join(line + b"\n" for line in lines))
+    return get_task("amc23").load(os.path.dirname(path))
+
+
+GOOD = b'{"id": "a", "problem": "q1", "answer": "2"}'
+
+
+def test_issue29_a_byte_order_mark_is_accepted(tmp_path):
+    """Issue 29 item 9: a file saved with a UTF-8 BOM loads (it used to fail with Python's
+    internal decoding hint); the BOM is not part of the first row's id."""
+    problems = load(tmp_path / "amc23.jsonl", [b"\xef\xbb\xbf" + GOOD, b'{"id": 7, "problem": '
+                                               b'"q2", "answer": 3}'])
+    assert [(p.id, p.answer) for p in problems] == [("a", "2"), ("7", "3")]  # int id: decimal
+
+
+@pytest.mark.parametrize("line,needle", [
+    (b'{"id": "a", "problem": "q", "answer": "1"}',
+     "amc23.jsonl:2: duplicate problem id 'a' at line 1 and line 2"),
+    (b'{"id": null, "problem": "q", "answer": "1"}',
+     "amc23.jsonl:2: id must be a non-empty string or an integer, got null"),
+    (b'{"id": "", "problem": "q", "answer": "1"}',
+     "amc23.jsonl:2: id must be a non-empty string or an integer, got an empty string"),
+    (b'{"id": 1.5, "problem": "q", "answer": "1"}',
+     "amc23.jsonl:2: id must be a non-empty string or an integer, got 1.5 (float)"),
+    (b'{"id": true, "problem": "q", "answer": "1"}',
+     "amc23.jsonl:2: id must be a non-empty string or an integer, got true (bool)"),
+    (b'{"id": "b", "problem": "q", "answer": true}',
+     "amc23.jsonl:2: field answer must be a string or a number, got true (bool)"),
+    (b'{"id": "b", "problem": "q", "answer": NaN}',
+     "amc23.jsonl:2: field answer must be a finite number, got nan"),
+    (b'{"id": "b", "problem": "q", "answer": null}',
+     "amc23.jsonl:2: field answer must be a string or a number, got null"),
+    (b'{"id": "b", "problem": "q", "answer": [1]}',
+     "amc23.jsonl:2: field answer must be a string or a number, got [1] (list)"),
+], ids=["duplicate", "null-id", "empty-id", "float-id", "bool-id", "true", "nan", "null",
+        "list"])
+def test_issue29_bad_ids_and_answers_name_file_and_line(tmp_path, line, needle):
+    """Issue 29 item 9: null/empty/non-string ids, JSON true/NaN answers and duplicate ids
+    (both lines named) are clear errors instead of the strings 'None', 'True', 'nan'."""
+    with pytest.raises(DataError) as err:
+        load(tmp_path / "amc23.jsonl", [GOOD, line])
+    assert needle in str(err.value)
+
+
+def test_issue29_livecodebench_accepts_a_bom_and_names_both_duplicate_lines(tmp_path):
+    from tasks.livecodebench.data import read_file
+    row = {"question_id": "q1", "question_content": "x", "platform": "atcoder",
+           "contest_date": "2024-01-01T00:00:00", "difficulty": "easy",
+           "public_test_cases": json.dumps([{"input": "1", "output": "1", "testtype": "stdin"}])}
+    path = tmp_path / "lcb.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(row).encode() + b"\n")
+    assert [p.question_id for p in read_file(str(path))] == ["q1"]
+    path.write_bytes(b"\xef\xbb\xbf" + (json.dumps(row) + "\n").encode() * 2)
+    with pytest.raises(DataError, match="duplicate question_id 'q1' at line 1 and line 2"):
+        read_file(str(path))

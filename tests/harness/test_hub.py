@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT
 from tasks.base import HFSource
 from tasks.prepare import hf_source
-from tasks.score import task_from_config
+from tasks.prepare import task_from_config
 
 DATA = os.environ.get("ZIPAGE_DATA_DIR", os.path.join(ROOT, "..", "shared", "datasets"))
 pytestmark = pytest.mark.skipif(not os.path.isdir(DATA), reason=f"no local datasets at {DATA}")

@@ -13,7 +13,8 @@ from tasks.base import DataError
 
 VOLATILE = {"run_dir", "generation_segments", "generation_wall_time_s", "output_tokens_per_s",
             "time_to_finish_s", "correct_per_hour", "baseline", "timed_output_tokens",
-            "peak_running", "mean_running", "interrupted_segments", "throughput_lower_bound"}
+            "peak_running", "mean_running", "interrupted_segments", "throughput_lower_bound",
+            "throughput_lower_bound_reasons", "died_segments"}
 
 
 def samples(run_dir):

@@ -12,7 +12,9 @@ from tasks.report import report
 
 
 def segments(run_dir):
-    return [json.loads(line) for line in open(os.path.join(run_dir, "generation_stats.jsonl"))]
+    """The closed segment records (each segment also has an open record, written first)."""
+    rows = [json.loads(line) for line in open(os.path.join(run_dir, "generation_stats.jsonl"))]
+    return [r for r in rows if r.get("event") != "open"]
 
 
 def test_interrupted_and_resumed_run_reports_the_same_throughput(tmp_path, data_dir, engine):

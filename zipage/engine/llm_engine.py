@@ -31,7 +31,7 @@ from zipage.engine.block_manager import BlockManager
 from zipage.engine.messages import SchedulerOutput, StepResult
 from zipage.engine.outputs import Detokenizer
 from zipage.engine.scheduler import Scheduler, SchedulerConfig
-from zipage.engine.sequence import Sequence
+from zipage.engine.sequence import Sequence, Status
 from zipage.outputs import CompletionOutput
 from zipage.sampling_params import SamplingParams
 
@@ -173,7 +173,12 @@ class LLMEngine:
         previous = self._in_flight.handle if self._in_flight else None
         launched = _Launched(step, self.runner.launch(step, previous), schedule_s)
         launched.launch_s = time.perf_counter() - t
-        s, running = self.stats, len(self.scheduler.running)
+        # Requests of this step count even if it is their last: the scheduler has already
+        # freed a request whose length limit this step reaches (a one-step request ran too).
+        s, requests = self.stats, self.scheduler.requests
+        running = len(self.scheduler.running) + sum(
+            1 for seq_id in step.requests
+            if getattr(requests.get(seq_id), "status", None) == Status.FINISHED)
         s.execute_time_s += launched.launch_s
         s.num_steps, s.sum_running = s.num_steps + 1, s.sum_running + running
         s.peak_running = max(s.peak_running, running)

@@ -1,0 +1,71 @@
+"""Messages point at the fix a user can type (issue 29, item 10), and the report's small
+print says what it means (item 11)."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from harness_fixtures import DATA_DIR, ROOT
+
+CPU_CLAMP = "cpu.block_size clamps engine.block_size 256 -> 16"
+CASES = [
+    (["budget=16"], "engine: observation_window 16 + num_sink_tokens 4 exceed the budget 16: "
+                    "raise the budget or set engine.compression.num_sink_tokens=0 (CPU run: "
+                    "engine.block_size 256 -> 16"),
+    (["budget=100"], f"budget=100 must be a positive multiple of engine.block_size=16 (this "
+                     f"CPU run's: {CPU_CLAMP}; cpu.enabled=false keeps 256)"),
+    (["task=gsm8"], "unknown task 'gsm8' (did you mean 'gsm8k'?); available: aime24, aime25, "
+                    "amc23, gsm8k, livecodebench, math500"),
+    (["task.name=gsm8"], "unknown task 'gsm8' (did you mean 'gsm8k'?); registered: aime24, "
+                         "aime25, amc23, gsm8k, livecodebench, math500"),
+    (["seed=abc"], "seed=abc is not an integer"),
+    (["budget=1e3"], "budget=1e3 is not an integer or null (1e3 reads as 1000.0)"),
+    (["engine=zipag"], "unknown engine 'zipag' (did you mean 'zipage'?)"),
+]
+
+
+@pytest.mark.parametrize("overrides,message", CASES, ids=[" ".join(c[0]) for c in CASES])
+def test_issue29_messages_name_what_to_type(tmp_path, overrides, message):
+    """Item 10: one line, exit 2, no folder; the CPU block size and clamp that apply, the
+    Hydra key for the sinks, only real presets (no base_task), every registered task."""
+    p = subprocess.run([sys.executable, "run.py", *overrides, "engine.device=cpu",
+                        f"data_dir={DATA_DIR}", f"results_dir={tmp_path}/results"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.startswith("error: ") and message in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and "base_task" not in p.stderr
+    assert not os.path.exists(tmp_path / "results")
+
+
+def base_summary(**over):
+    s = {"task": "amc23", "model": "m", "engine": "zipage", "budget": 128, "block_size": 16,
+         "n": 1, "max_tokens": 64, "temperature": 0.6, "device": "cpu", "num_problems": 1,
+         "num_problems_expected": 1, "num_samples": 1, "num_samples_expected": 1,
+         "complete": True, "pass@1": 0.0, "pass@1_stderr": 0.0, "output_tokens_per_s": 0.42,
+         "time_to_finish_s": 10.0, "mean_output_tokens": 64.0, "truncation_rate": 1.0,
+         "run_dir": "/r", "baseline": {"status": "not computed"}}
+    return {**s, **over}
+
+
+def test_issue29_report_small_print():
+    """Item 11: no "n/ax"; mean len leaves rejected samples out and says so; a task
+    without boxed answers shows "boxed n/a"; tables show a CPU run's tok/s with decimals."""
+    from tasks.report import report
+    from tasks.summary import summarize
+    from tasks.tables_format import throughput_cell
+    text = report(base_summary())
+    assert "speedup n/a (output tok/s)" in text and "time-to-finish speedup n/a" in text
+    assert "n/ax" not in text
+    rows = [{"problem_id": "a", "sample_index": 0, "correct": False, "finish_reason": "stop",
+             "completion_tokens": 30},
+            {"problem_id": "a", "sample_index": 1, "correct": False, "finish_reason": "error",
+             "completion_tokens": 0, "error": "prompt too long"}]
+    s = summarize(rows, 1, 2, [])
+    assert s["mean_output_tokens"] == 30 and s["num_rejected_samples"] == 1
+    assert s["boxed_rate"] is None  # no verdict says (a code task)
+    text = report(base_summary(**s))
+    assert "boxed n/a" in text and "leave out the 1 rejected sample(s)" in text
+    assert throughput_cell({"output_tokens_per_s": 0.4249, "complete": True}) == "0.42"
+    assert throughput_cell({"output_tokens_per_s": 12.34, "complete": True}) == "12.3"
+    assert throughput_cell({"output_tokens_per_s": 1234.5, "complete": True}) == "1234"
