@@ -85,7 +85,7 @@ def test_tables_from_a_budget_sweep(tmp_path, data_dir, engine):  # noqa: F811
 
 def test_runs_of_one_engine_and_budget_are_told_apart(tmp_path, data_dir, engine):  # noqa: F811
     """A sweep over a scoring switch and two preset names outside the built-in list."""
-    for i, extra in enumerate((["engine.compression.redundancy=lightning"], [],
+    for i, extra in enumerate((["engine.compression.redundancy=none"], [],
                                ["engine.name=snapkv"], ["engine.name=r-kv"])):
         cfg = config(tmp_path, data_dir, "budget=512", "scoring.workers=1", *extra)
         runner.evaluate(cfg, str(tmp_path / "results" / f"run{i}"))
