@@ -19,8 +19,8 @@ from zipage.config import EngineConfig
 from zipage.models.presets import SHAPES
 
 DTYPES = ("auto", "bfloat16", "float16", "float32")
-# The scoring of the harness' engine presets (configs/engine/): `zipage` is our default; the
-# comparison methods (docs/method.md §14) too.
+# The scoring of the harness' engine presets (configs/engine/): `zipage` is the default (the
+# published score); the other Zipage scorings and the comparison methods (docs/method.md §14).
 SCORING = PRESETS
 
 

@@ -162,7 +162,9 @@ def describe(result: dict, command: str) -> str:
              f"Command: `{command}`", "",
              f"Problems: {', '.join(result['sources'])}: {len(result['lengths'])} problems x "
              f"{s['samples']} samples at T {s['temperature']} (seed {s['seed']}), up to "
-             f"{s['max_model_len']} tokens with the prompt; {result['generation']}.", "",
+             f"{s['max_model_len']} tokens with the prompt; generation took "
+             f"{result['generation']['seconds']} s for {result['generation']['output_tokens']:,} "
+             f"tokens.", "",
              f"Split (seed {s['split_seed']}, fixed before generation): {len(split['tuning'])} "
              f"tuning and {len(split['test'])} test problems.", "",
              "| | count | mean | min | p25 | median | p75 | max |", "|---|---|---|---|---|---|---|---|"]
