@@ -56,7 +56,7 @@ def test_baseline_score_modes_keep_sinks_window_and_recent_tokens():
     from zipage.compression import CompressionBatch
     from zipage.compression.pipeline import baseline_scores
     from zipage.kernels.eviction_score import select_keep
-    cfg = CompressionConfig(observation_window=4, num_sink_tokens=2, score="recent")
+    cfg = CompressionConfig.attention_only(observation_window=4, num_sink_tokens=2, score="recent")
     batch = CompressionBatch(slots=torch.zeros(1, dtype=torch.int32),
                              block_tables=torch.tensor([[0, 1, 2]], dtype=torch.int32),
                              target_tables=torch.tensor([[0, 1]], dtype=torch.int32),
@@ -65,7 +65,8 @@ def test_baseline_score_modes_keep_sinks_window_and_recent_tokens():
                              num_history=torch.zeros(1, dtype=torch.int32), num_keep=8)
     keep = select_keep(baseline_scores(batch, cfg, 1, 1, 8, None), 8)[0, 0, 0]
     assert keep.nonzero().flatten().tolist() == [0, 1, 14, 15, 16, 17, 18, 19]
-    rand = CompressionConfig(observation_window=4, num_sink_tokens=2, score="random")
+    rand = CompressionConfig.attention_only(observation_window=4, num_sink_tokens=2,
+                                            score="random")
     keep = select_keep(baseline_scores(batch, rand, 1, 1, 8, torch.Generator().manual_seed(0)), 8)[0, 0, 0]
     kept = set(keep.nonzero().flatten().tolist())
     assert {0, 1, 16, 17, 18, 19} <= kept and len(kept) == 8 and max(kept) < 20

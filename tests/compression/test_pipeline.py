@@ -48,7 +48,7 @@ def test_layer_chunks_do_not_matter(triton_cpu):
 
 def test_plain_attention_config_leaves_score_cache(triton_cpu):
     sc = make_scene(MIXED)
-    cfg = CompressionConfig(observation_window=8)
+    cfg = CompressionConfig.attention_only(observation_window=8)
     (k, v, cache), _ = _run(sc, cfg, None)
     _check((cache,), (sc.sc,))
     assert not torch.equal(k.nan_to_num(), sc.k.nan_to_num())

@@ -56,25 +56,39 @@ def test_a_changed_compression_default_is_a_new_folder(monkeypatch):
 def test_run_json_stores_the_resolved_compression(tmp_path, data_dir, engine):
     runner.evaluate(config(tmp_path, data_dir, "budget=512"), str(tmp_path / "run"))
     meta = json.load(open(tmp_path / "run" / "run.json"))
-    assert meta["compression"]["num_sink_tokens"] == 4
-    assert meta["compression"]["pooling_kernel_size"] == 5  # a default the config leaves out
+    assert meta["compression"]["redundancy_weight"] == 0.8  # the published default
+    assert meta["compression"]["global_mode"] == "max"  # a default the config leaves out
     base = json.load(open(os.path.join(meta["baseline_dir"], "run.json")))
     assert base["compression"] is None  # Full KV has none
 
 
-def test_a_sibling_folder_of_an_earlier_setting_is_named(tmp_path, data_dir, engine, capsys):
-    first = runner.evaluate(config(tmp_path, data_dir, "budget=512"))
+def test_a_folder_of_the_previous_default_never_gets_samples_of_the_new_one(tmp_path, data_dir,
+                                                                         engine, capsys):
+    """Issue 31: a folder made when engine=zipage meant attention + 4 sinks + the recent
+    quarter; the same command after the default became the published score starts a new
+    folder and names the compression settings that changed."""
+    previous_default = ["engine.compression.use_global_score=false",
+                        "engine.compression.use_pooling=false",
+                        "engine.compression.redundancy=none",
+                        "engine.compression.num_sink_tokens=4",
+                        "engine.compression.recent_ratio=0.25"]
+    first = runner.evaluate(config(tmp_path, data_dir, "budget=512", *previous_default))
     capsys.readouterr()
-    second = runner.evaluate(config(tmp_path, data_dir, "budget=512",
-                                    "engine.compression.num_sink_tokens=0",
-                                    "engine.compression.recent_ratio=0"))
+    second = runner.evaluate(config(tmp_path, data_dir, "budget=512"))
     out = capsys.readouterr().out
     assert second["run_dir"] != first["run_dir"]
-    assert (f"note: {first['run_dir']} holds this command's earlier run with compression "
-            f"num_sink_tokens=4, recent_ratio=0.25 (now 0, 0); this run starts a new "
-            f"folder") in out
+    assert os.path.basename(first["run_dir"]).rsplit("-", 1)[0] == \
+        os.path.basename(second["run_dir"]).rsplit("-", 1)[0]  # same command, new hash
+    note = next(line for line in out.splitlines() if "holds this command's earlier run" in line)
+    assert note.startswith(f"note: {first['run_dir']} holds this command's earlier run with "
+                           f"compression num_sink_tokens=4, recent_ratio=0.25, "
+                           f"redundancy=none, use_global_score=False, use_pooling=False "
+                           f"(now 0, 0.0, lightning, True, True)")
+    assert note.endswith("this run starts a new folder")
+    first_rows = open(os.path.join(first["run_dir"], "samples.jsonl")).read()
     runner.evaluate(config(tmp_path, data_dir, "budget=512"))  # its folder exists: no note
     assert "holds this command's earlier run" not in capsys.readouterr().out
+    assert open(os.path.join(first["run_dir"], "samples.jsonl")).read() == first_rows
 
 
 def test_folder_identity_and_baseline_come_from_the_plan(tmp_path, data_dir, engine,
