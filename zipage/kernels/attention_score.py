@@ -13,7 +13,7 @@ import torch
 from zipage.kernels._dispatch import next_pow2, tl, triton
 from zipage.kernels.block_tables import check_tables, gather_positions
 from zipage.kernels.fp8 import check_scales, dequantize_reference
-from zipage.kernels.fp8_launch import FP8_SCORE, Launch, check_no_fp8_operand, resolve_launch
+from zipage.kernels.fp8_launch import FP8_SCORE, Launch, launch_for
 from zipage.kernels.fp8_tiles import fp8_scores, load_fp8_tile
 from zipage.kernels.paged_tiles import (LOG2E, dot_args, dot_operand, load_kv_tile,
                                         online_softmax_step, paged_offsets)
@@ -121,11 +121,8 @@ def attention_score(k_cache, query_cache, slots, block_tables, phys_lens, window
     assert k_cache.stride(-1) == 1 and query_cache.stride(-1) == 1
     quant = check_scales(k_cache, k_scale)
     overrides = dict(tile_n=tile_n, num_warps=num_warps, num_stages=num_stages)
-    if quant:
-        launch = resolve_launch(FP8_SCORE, query_cache.dtype, fp8_operand, **overrides)
-    else:
-        check_no_fp8_operand(k_cache.dtype, fp8_operand)
-        launch = resolve_launch(_SCORE, query_cache.dtype, k_cache.dtype, **overrides)
+    launch = launch_for(quant, FP8_SCORE, _SCORE, query_cache.dtype, k_cache.dtype,
+                        fp8_operand, **overrides)
     assert (quant or query_cache.dtype == k_cache.dtype) and Hq % H == 0
     B, n_max = block_tables.shape
     out = torch.zeros(L, B, H, n_max * b, dtype=torch.float32, device=k_cache.device)

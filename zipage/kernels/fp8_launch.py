@@ -4,8 +4,8 @@ An FP8 K/V tile is half the bytes of a bf16 one, so the tiles and pipelines that
 latency of bf16 loads are too small here: the FP8 defaults take twice the keys per tile and
 a deeper pipeline. Every value can be overridden per call (the wrappers' tile_n, num_warps,
 num_stages, fp8_operand arguments), which is how scripts/throughput/fp8_kernels.py compares
-variants on the GPU. The defaults below are a first choice made for FP8 bytes, not yet
-measured: they should become what the sweep picks on the H200 (docs/fp8.md).
+variants on the GPU. On the H200 the sweep found no decode variant faster than these
+defaults at 512 x 2048 or 64 x 16384 (docs/fp8.md).
 
 operand: the tl.dot operand type of the e4m3 tiles (and of q and P). float16 is one
 hardware conversion per two elements on sm_89+ and keeps 10 mantissa bits for P; it needs
@@ -53,3 +53,13 @@ def check_no_fp8_operand(cache_dtype: torch.dtype, fp8_operand) -> None:
     """fp8_operand only means something for an FP8 cache: reject it elsewhere."""
     if fp8_operand is not None and cache_dtype != FP8_DTYPE:
         raise ValueError(f"fp8_operand is for an fp8 cache; this cache is {cache_dtype}")
+
+
+def launch_for(quant: bool, fp8_default: Launch, default: Launch, q_dtype: torch.dtype,
+               cache_dtype: torch.dtype, fp8_operand=None, **overrides) -> Launch:
+    """The launch of a kernel over an FP8 cache (quant) or a full-precision one, whose
+    operand is the cache dtype; fp8_operand is refused for the latter."""
+    if quant:
+        return resolve_launch(fp8_default, q_dtype, fp8_operand, **overrides)
+    check_no_fp8_operand(cache_dtype, fp8_operand)
+    return resolve_launch(default, q_dtype, cache_dtype, **overrides)

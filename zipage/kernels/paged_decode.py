@@ -18,8 +18,7 @@ import torch
 
 from zipage.kernels._dispatch import cdiv, next_pow2, tl, triton, use_triton
 from zipage.kernels.fp8 import check_scales, dequantize_reference
-from zipage.kernels.fp8_launch import (FP8_DECODE, Launch, check_no_fp8_operand,
-                                      resolve_launch)
+from zipage.kernels.fp8_launch import FP8_DECODE, Launch, launch_for
 from zipage.kernels.fp8_tiles import attend_tiles
 from zipage.kernels.paged_tiles import LOG2E, dot_args, dot_operand
 
@@ -162,11 +161,8 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
     if q.stride(2) != 1:
         q = q.contiguous()
     overrides = dict(tile_n=tile_n, num_warps=num_warps, num_stages=num_stages)
-    if quant:
-        launch = resolve_launch(FP8_DECODE, q.dtype, fp8_operand, **overrides)
-    else:
-        check_no_fp8_operand(k_cache.dtype, fp8_operand)
-        launch = resolve_launch(_DECODE, q.dtype, k_cache.dtype, **overrides)
+    launch = launch_for(quant, FP8_DECODE, _DECODE, q.dtype, k_cache.dtype, fp8_operand,
+                        **overrides)
     if num_splits is None:
         num_splits = default_num_splits(B, H_kv, block_tables.shape[1] * bs, q.device,
                                         launch.tile_n)
