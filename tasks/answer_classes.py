@@ -17,6 +17,10 @@ from dataclasses import dataclass, field
 from tasks import math_equivalence, math_grader
 from tasks.pool import map_with_deadline
 
+# The rule that sorts answers into classes: part of the scoring identity of the tasks that have
+# answer classes (tasks/scoring_identity.py). Bump it when a class could change for the same
+# answers: runs and their baselines are then scored again, never compared across rules.
+RULE = 1
 BUDGET_S = 60.0  # one problem's comparisons; past it, only strings and integers are compared
 
 
