@@ -43,8 +43,9 @@ def agreement_line(b: dict) -> list[str]:
     a = b.get("answer_agreement")
     if not a or a.get("mean") is None:
         return []
-    unanswered = a.get("unanswered_problems") or 0
-    why = f", {unanswered} unanswered" if unanswered else ""
+    why = "".join(f", {a[key]} {text}" for key, text in (
+        ("unanswered_by_one", "answered by one run only"),
+        ("unanswered_by_both", "answered by neither")) if a.get(key))
     se = "" if a.get("stderr") is None else f" ± {100 * a['stderr']:.1f}%"
     inside = b.get("sample_answer_in_baseline")
     also = "n/a" if inside is None else f"{100 * inside:.1f}%"

@@ -183,7 +183,8 @@ def test_maj_at_k_agreement_columns_and_the_length_plot(tmp_path):
     """Summaries with the answer metrics (issue 33), an older one without them and a code
     task (maj@k is not defined for code): n/a, never 0."""
     root = tmp_path / "results"
-    agree = {"mean": 0.8, "stderr": 0.05, "problems": 10, "unanswered_problems": 1}
+    agree = {"mean": 0.8, "stderr": 0.05, "problems": 10, "unanswered_by_both": 1,
+             "unanswered_by_one": 0}
     write_summary(root, "full", "amc23", "fullkv", None, **{
         "maj@k": maj(k1=0.5, k2=0.6, k4=0.7), "accuracy_by_length": by_length([1, .8, .5, 0]),
         "baseline": {"accuracy_retained": 100.0, "sample_answer_in_baseline": 1.0,
