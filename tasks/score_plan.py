@@ -1,7 +1,9 @@
 """Score a run folder by its plan (tasks/plan.py): verdicts to scores.jsonl, the summary to
 summary.json, both replaced atomically; samples.jsonl is read, never written, so a
 generation appending at the same time loses nothing. A summary is checked against its
-scoring identity (tasks/scoring_identity.py): the run's, and its Full-KV baseline's."""
+scoring identity (tasks/scoring_identity.py): the run's, and its Full-KV baseline's. The
+answer metrics (answer classes, maj@k, accuracy by length, agreement with Full KV) come from
+tasks/answer_metrics.py."""
 from __future__ import annotations
 
 import json
