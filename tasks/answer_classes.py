@@ -17,14 +17,18 @@ from dataclasses import dataclass, field
 from tasks import math_equivalence, math_grader
 from tasks.pool import map_with_deadline
 
-BUDGET_S = 60.0  # one problem's comparisons; past it, answers are told apart by string only
+# The rule that sorts answers into classes: part of the scoring identity of the tasks that have
+# answer classes (tasks/scoring_identity.py). Bump it when a class could change for the same
+# answers: runs and their baselines are then scored again, never compared across rules.
+RULE = 1
+BUDGET_S = 60.0  # one problem's comparisons; past it, only strings and integers are compared
 
 
 @dataclass
 class Classes:
     per_row: list        # per input row, its answer class (int) or None
     reps: dict           # problem id -> representative answer string per class
-    # comparisons, timeouts, skipped, failed_problems (their classes are by string only)
+    # comparisons, timeouts, skipped, failed_problems (their classes: strings and integers only)
     stats: dict = field(default_factory=dict)
 
 
@@ -40,22 +44,22 @@ def voting_answer(row: dict, penalize_truncated: bool = True) -> str | None:
 
 
 def needs_comparison(item: dict) -> bool:
-    """Whether classify would call verify on the item (otherwise strings settle it, and no
-    worker is started: a greedy run's single answers, a run's cross map with itself)."""
-    reps = list(item["known"])
-    for answer in item["answers"]:
-        if answer in reps:
-            continue
-        if reps:
-            return True
-        if item["grow"]:
-            reps.append(answer)
-    return False
+    """Whether classify would call verify on the item (otherwise strings and integer values
+    settle it, and no worker is started: a greedy run's single answers, integer answers, a
+    run's cross map with itself)."""
+    undecided = []
+
+    def equal(rep, answer):
+        known = math_equivalence.settled(rep, answer)
+        undecided.append(known is None)
+        return bool(known)
+    math_equivalence.cluster(item, equal)
+    return any(undecided)
 
 
 def _run(items: list[dict], workers: int, timeout: float) -> tuple[list[dict], dict]:
     stats = {"comparisons": 0, "timeouts": 0, "skipped": 0, "failed_problems": 0}
-    out = [math_equivalence.by_string(it) for it in items]
+    out = [math_equivalence.without_verify(it) for it in items]
     todo = [i for i, it in enumerate(items) if needs_comparison(it)]
     if not todo:
         return out, stats
@@ -63,7 +67,7 @@ def _run(items: list[dict], workers: int, timeout: float) -> tuple[list[dict], d
 
     def failed(item, why):
         failures.append(why)
-        return math_equivalence.by_string(item)
+        return math_equivalence.without_verify(item)
 
     # The budget is checked before each comparison: the last one may still parse both answers
     # and try verify's 2 x 2 pairs of parsed forms, each under `timeout`.
@@ -86,8 +90,8 @@ def _run(items: list[dict], workers: int, timeout: float) -> tuple[list[dict], d
 def answer_classes(rows: list[dict], *, penalize_truncated: bool = True, workers: int = 2,
                    timeout: float = 5.0) -> Classes:
     """Greedy classes per problem (tasks/math_equivalence.py states the rule), in sample-index
-    order. Identical strings are one class without a comparison; only distinct strings go to
-    the workers. rows: scored samples (problem_id, sample_index, extracted_answer, ...)."""
+    order. Identical strings and equal integers are one class without math-verify; only
+    problems with other distinct answers go to the workers. rows: scored samples (problem_id, sample_index, extracted_answer, ...)."""
     order = sorted(range(len(rows)), key=lambda i: (str(rows[i]["problem_id"]),
                                                    rows[i]["sample_index"]))
     answers: dict = defaultdict(list)  # problem id -> distinct answers, first-sample order

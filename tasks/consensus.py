@@ -106,24 +106,29 @@ def answer_agreement(run_rows: list[dict], base_rows: list[dict], cross: dict) -
 
     cross: problem id -> per run class, the equivalent baseline class or None
     (tasks/answer_classes.cross_classes; problems where either run has no answer may be absent).
-    A problem agrees when both majority answers (over all its samples) exist and the run's is
-    equivalent to the baseline's; one where either has no answer disagrees and is counted in
-    `unanswered_problems`. sample_answer_in_baseline: of the run's samples that have an
-    answer, the fraction whose answer is equivalent to one of the baseline's answers to that
-    problem (None when no sample has an answer; unanswered samples show in other metrics).
+    A problem agrees when the run's majority answer (over all its samples) is equivalent to
+    the baseline's, or when neither run has an answer (compression changed nothing: identical
+    completions always agree, and a Full-KV run agrees with itself); a problem only one of
+    them answered disagrees. Both kinds are counted (`unanswered_by_both`, `unanswered_by_one`).
+    sample_answer_in_baseline: of the run's samples that have an answer, the fraction whose
+    answer is equivalent to one of the baseline's answers to that problem (None when no sample
+    has an answer; unanswered samples show in other metrics).
     """
     run, base = by_problem(run_rows), by_problem(base_rows)
-    agree, answered, in_base, unanswered = [], 0, 0, 0
+    agree, answered, in_base = [], 0, 0
+    unanswered = {"unanswered_by_both": 0, "unanswered_by_one": 0}
     for pid in (p for p in run if p in base):
         classes = _classes(run[pid])
         mine, theirs = majority_class(classes), majority_class(_classes(base[pid]))
         to_base = _cross_of(cross, pid, classes, theirs is not None)
         if mine is None or theirs is None:
-            unanswered += 1
-        agree.append(float(mine is not None and theirs is not None and to_base[mine] == theirs))
+            both = mine is None and theirs is None
+            unanswered["unanswered_by_both" if both else "unanswered_by_one"] += 1
+            agree.append(float(both))
+        else:
+            agree.append(float(to_base[mine] == theirs))
         answered += sum(1 for c in classes if c is not None)
         in_base += sum(1 for c in classes if c is not None and to_base[c] is not None)
     m, se = mean_stderr(agree)
-    return {"answer_agreement": {"mean": m, "stderr": se, "problems": len(agree),
-                                 "unanswered_problems": unanswered},
+    return {"answer_agreement": {"mean": m, "stderr": se, "problems": len(agree), **unanswered},
             "sample_answer_in_baseline": in_base / answered if answered else None}

@@ -7,12 +7,28 @@ the class whose representative is the same string, else the first class whose re
 `rep` satisfies verify(rep, answer); otherwise it starts a new class and is its representative. math-verify's verify is neither always symmetric nor
 always transitive, so the direction is fixed: the representative is always the reference
 ("gold") side, and the result depends on the order of the answers, which is stated.
+Two integers ("025" and "25", "7" and "8") are compared by value in the caller's process:
+math-verify would say the same, and most math answers are integers, so most runs need no
+worker at all (tasks/answer_classes.needs_comparison).
 """
 from __future__ import annotations
 
+import re
 import time
 
 from tasks.math_grader import parse_answer
+
+_INTEGER = re.compile(r"-?\d+")
+
+
+def settled(rep: str, answer: str) -> bool | None:
+    """Whether `answer` equals `rep` when that needs no math-verify (identical strings, two
+    integers by value); None when math-verify must decide."""
+    if rep == answer:
+        return True
+    if _INTEGER.fullmatch(rep) and _INTEGER.fullmatch(answer):
+        return int(rep) == int(answer)
+    return None
 
 
 class _Comparer:
@@ -35,6 +51,9 @@ class _Comparer:
 
     def equal(self, rep: str, answer: str) -> bool:
         from math_verify import verify
+        known = settled(rep, answer)
+        if known is not None:
+            return known
         if time.monotonic() > self.deadline:
             self.stats["skipped"] += 1
             return False
@@ -62,17 +81,19 @@ def classify(item: dict) -> dict:
     """
     timeout = max(1, int(round(item.get("timeout", 5))))
     compare = _Comparer(timeout, item.get("budget_s", 60.0))
-    return {**_cluster(item, compare.equal), **compare.stats}
+    return {**cluster(item, compare.equal), **compare.stats}
 
 
-def by_string(item: dict) -> dict:
-    """classify's answer when a worker could not run the item (it stalled or crashed):
-    classes by string identity only, nothing compared."""
-    return {**_cluster(item, lambda rep, answer: False), "comparisons": 0, "timeouts": 0,
-            "skipped": 0}
+def without_verify(item: dict) -> dict:
+    """classify's answer when no worker ran the item (none was needed, or it stalled or
+    crashed): classes by what `settled` decides (string identity, integer value), nothing
+    else compared."""
+    return {**cluster(item, lambda rep, answer: bool(settled(rep, answer))), "comparisons": 0,
+            "timeouts": 0, "skipped": 0}
 
 
-def _cluster(item: dict, equal) -> dict:
+def cluster(item: dict, equal) -> dict:
+    """The greedy rule of the module docstring, with `equal(rep, answer)` as the test."""
     reps = list(item["known"])
     classes: list[int | None] = []
     for answer in item["answers"]:

@@ -3,9 +3,10 @@ its data lives, which field holds the question, its prompt and its version."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from tasks import math_grader
-from tasks.answer_classes import Classes, answer_classes
+from tasks.answer_classes import RULE as CLASSES_RULE, Classes, answer_classes
 from tasks.base import INSTRUCTION, HFSource, Problem, Task, check_unique, register
 from tasks.data_files import read_hub, read_jsonl
 from tasks.pool import map_with_deadline
@@ -23,6 +24,7 @@ class MathTask(Task):
     question_field: str = "problem"      # the row field holding the statement
     answer_field: str = "answer"         # the gold answer (a non-empty string)
     options: MathOptions = field(default_factory=MathOptions)
+    answer_classes_rule: ClassVar[int] = CLASSES_RULE  # part of the scoring identity
 
     def load(self, data_dir, limit=None, *, data_file=None, hf=None):
         fields = (self.question_field, self.answer_field)

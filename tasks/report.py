@@ -1,6 +1,8 @@
 """The short human-readable summary printed at the end of a run."""
 from __future__ import annotations
 
+from tasks.report_answers import agreement_line, equivalence_notes, length_lines, maj_lines
+
 
 def _f(x, fmt: str, unit: str = "") -> str:
     return "n/a" if x is None else format(x, fmt) + unit
@@ -32,11 +34,13 @@ def report(s: dict) -> str:
         lines.append(f"accuracy retained {'n/a' if retained is None else f'{retained:.1f}%'}   "
                      f"speedup {_f(b.get('speedup'), '.2f', 'x')} (output tok/s)   "
                      f"time-to-finish speedup {_f(b.get('time_to_finish_speedup'), '.2f', 'x')}")
+        lines += agreement_line(b)
         if b.get("throughput_source"):
             lines.append(f"Full KV throughput: {b['throughput_source']}")
         if b.get("conditions_differ"):
             lines.append(f"warning: measured under different conditions: "
                          f"{'; '.join(b['conditions_differ'])}")
+    lines += maj_lines(s) + length_lines(s)
     extra = [f"pass@1 incl. truncated {_f(s.get('pass@1_incl_truncated'), '.4f')}",
              f"boxed {_f(s.get('boxed_rate'), '.0%')}",
              f"p95 len {_f(s.get('p95_output_tokens'), '.0f')}",
@@ -44,7 +48,7 @@ def report(s: dict) -> str:
     if s.get("num_scoring_timeouts"):
         extra.append(f"scoring timeouts {s['num_scoring_timeouts']}")
     lines.append("  ".join(extra))
-    lines += problems(s)
+    lines += problems(s) + equivalence_notes(s)
     for note in (s.get("cpu_clamps") or []) + (s.get("notes") or []):
         lines.append(note if note.startswith("warning") else f"note: {note}")
     lines.append(f"results: {s['run_dir']}")

@@ -1,13 +1,16 @@
 """Score a run folder by its plan (tasks/plan.py): verdicts to scores.jsonl, the summary to
 summary.json, both replaced atomically; samples.jsonl is read, never written, so a
 generation appending at the same time loses nothing. A summary is checked against its
-scoring identity (tasks/scoring_identity.py): the run's, and its Full-KV baseline's."""
+scoring identity (tasks/scoring_identity.py): the run's, and its Full-KV baseline's. The
+answer metrics (answer classes, maj@k, accuracy by length, agreement with Full KV) come from
+tasks/answer_metrics.py."""
 from __future__ import annotations
 
 import json
 import os
 
 from tasks import segments, scoring_identity
+from tasks.answer_metrics import NO_AGREEMENT, Answers
 from tasks.identity import baseline_mismatch, kv_cache_dtype, read_meta
 from tasks.rundir import write_config
 from tasks.sample_rows import report as rows_report, select_rows
@@ -57,11 +60,14 @@ def score(plan, workers: int | None = None) -> dict:
     order = {pid: i for i, pid in enumerate(problems)}  # data order, then sample index
     pairs = sorted(zip(sel.rows, verdicts), key=lambda rv: (order[rv[0]["problem_id"]],
                                                             rv[0]["sample_index"]))
+    # each verdict gains its sample's answer class (maj@k, agreement) where the task has them
+    answers = Answers.of(task, pairs, workers=workers, timeout=cfg.scoring.timeout_s)
+    pairs = answers.pairs
     digest = plan.scoring["digest"]
     write_jsonl_atomic(os.path.join(run_dir, SCORES), [
         {"problem_id": r["problem_id"], "sample_index": r["sample_index"], "line": r["line"],
          **v, "scoring": digest} for r, v in pairs])
-    scored = [{**r, **v} for r, v in pairs]
+    scored = answers.scored
     changed = _changes_since_last(run_dir, plan.scoring)
 
     e = cfg.engine
@@ -76,6 +82,7 @@ def score(plan, workers: int | None = None) -> dict:
     records = read_jsonl_lenient(os.path.join(run_dir, STATS))
     segs = segments.all_segments(records, samples.rows)
     s.update(summarize(scored, len(problems), cfg.sampling.n, segs))
+    s.update(answers.summary_fields(cfg.sampling.n, cfg.sampling.max_tokens))
     live = segments.running(records)  # a generation appending now (its time is not known yet)
     s.update(segments.untimed(segs, scored, live), running_segments=len(live))
     s["engine_errors"] = engine_errors(scored)
@@ -85,7 +92,7 @@ def score(plan, workers: int | None = None) -> dict:
     s.update(task.summary_extras([r for r, _ in pairs], [v for _, v in pairs], problems))
     s["scoring_identity"] = plan.scoring
     s["rescored_because"] = changed
-    s["baseline"] = baseline_block(plan, s, segs)
+    s["baseline"] = baseline_block(plan, s, segs, answers)
     write_atomic(os.path.join(run_dir, SUMMARY), json.dumps(s, indent=2) + "\n")
     return s
 
@@ -102,15 +109,15 @@ def _changes_since_last(run_dir: str, current: dict) -> list[str]:
     return changed
 
 
-def baseline_block(plan, s: dict, segs: list[dict]) -> dict:
+def baseline_block(plan, s: dict, segs: list[dict], answers: Answers) -> dict:
     if plan.cfg.engine.budget is None:  # a Full-KV run is its own baseline
-        return {**compare(s, s), "run_dir": s["run_dir"],
+        return {**compare(s, s), "run_dir": s["run_dir"], **answers.agreement_with_itself(),
                 "throughput_source": "this run (Full KV is its own baseline)"}
     base = plan.baseline
     base_dir = base.run_dir if base else None
     found = read_summary(base_dir) if base_dir else None
     if found is None:
-        return {**compare(s, {}), "run_dir": base_dir, "status": "not computed"}
+        return {**compare(s, {}), "run_dir": base_dir, "status": "not computed", **NO_AGREEMENT}
     block = {**compare(s, found), "run_dir": base_dir}
     stale = scoring_identity.changes(found.get("scoring_identity"), base.scoring)
     changed = baseline_mismatch(read_meta(plan.run_dir), read_meta(base_dir))
@@ -118,8 +125,9 @@ def baseline_block(plan, s: dict, segs: list[dict]) -> dict:
         why = (f"{'; '.join(changed)} differ" if changed else
                f"it was scored under another scoring identity ({'; '.join(stale)})")
         block.update(status=f"not comparable: {why}", speedup=None, accuracy_retained=None,
-                     time_to_finish_speedup=None)
+                     time_to_finish_speedup=None, accuracy_by_length=None, **NO_AGREEMENT)
         return block
+    block.update(answers.agreement_with(base))
     retime_path = os.path.join(plan.run_dir, RETIME)
     retime = json.load(open(retime_path)) if os.path.exists(retime_path) else None
     base_segs = segments.all_segments(read_jsonl_lenient(os.path.join(base_dir, STATS)),

@@ -5,6 +5,8 @@
     timeout_s    scoring.timeout_s, for tasks whose verdicts depend on it (workers never)
     data_sha256  the data file scored against (None for the hub copy)
     golds        per problem, what it is scored against (short answers verbatim, else a hash)
+    answer_classes   the rule sorting answers into classes (maj@k, agreement with Full KV),
+                 for tasks that have one (math; absent for code, whose identity is unchanged)
 
 summary.json records it (`scoring_identity`), every scores.jsonl row its digest
 (`scoring`). A summary, the run's or its Full-KV baseline's, counts only while its identity
@@ -34,12 +36,16 @@ def scoring_identity(task, problems, timeout_s: float, data_sha256: str | None) 
              "timeout_s": timeout_s if task.reads_scoring_timeout else None,
              "data_sha256": data_sha256,
              "golds": {p.id: gold_key(task.gold(p)) for p in problems}}
+    rule = getattr(task, "answer_classes_rule", None)
+    if rule is not None:  # summaries scored before answer classes existed are scored again
+        ident["answer_classes"] = rule
     return {**ident, "digest": digest(ident)}
 
 
 LABELS = {"task": "the task", "task_version": "the task version",
           "scorer_version": "the task's scorer version", "grader": "the grader",
-          "timeout_s": "scoring.timeout_s", "data_sha256": "the data file"}
+          "timeout_s": "scoring.timeout_s", "data_sha256": "the data file",
+          "answer_classes": "the answer-class rule (maj@k, agreement with Full KV)"}
 
 
 def _golds(old: dict, new: dict) -> list[str]:
@@ -68,6 +74,8 @@ def changes(old: dict | None, new: dict) -> list[str]:
             a, b = old.get(key), new.get(key)
             if key == "data_sha256":
                 a, b = f"sha256 {(a or 'none')[:12]}", (b or "none")[:12]
+            if key == "answer_classes" and a is None:
+                a = "none: scored before maj@k and agreement existed"
             out.append(f"{label} ({a} -> {b})")
     opts_old, opts_new = old.get("options") or {}, new.get("options") or {}
     out += [f"task option {k} ({opts_old.get(k)} -> {opts_new.get(k)})"

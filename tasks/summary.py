@@ -151,7 +151,8 @@ def compare(run: dict, base: dict) -> dict:
     t, bt = run.get("output_tokens_per_s"), base.get("output_tokens_per_s")
     f, bf = run.get("time_to_finish_s"), base.get("time_to_finish_s")
     return {
-        "pass@1": bp, "pass@1_stderr": base.get("pass@1_stderr"),
+        "pass@1": bp, "pass@1_stderr": base.get("pass@1_stderr"), "maj@k": base.get("maj@k"),
+        "accuracy_by_length": base.get("accuracy_by_length"),
         "output_tokens_per_s": bt, "time_to_finish_s": bf,
         "mean_output_tokens": base.get("mean_output_tokens"),
         "accuracy_retained": 100.0 * p / bp if p is not None and bp else None,

@@ -25,7 +25,8 @@ def _dict(x) -> dict:
 
 def answer_fields(summary: dict) -> dict:
     """A summary's answer metrics as flat row fields (absent or malformed ones left out):
-    maj@K and maj@K_stderr per k, answer_agreement (+ _stderr, _unanswered),
+    maj@K and maj@K_stderr per k, answer_agreement (+ _stderr, _unanswered_by_both,
+    _unanswered_by_one),
     sample_answer_in_baseline, and accuracy_by_length as JSON text (for the plot)."""
     row: dict = {}
     for k, v in _dict(summary.get("maj@k")).items():
@@ -37,7 +38,8 @@ def answer_fields(summary: dict) -> dict:
     if _number(agreement.get("mean")) is not None:
         row["answer_agreement"] = _number(agreement["mean"])
         row["answer_agreement_stderr"] = _number(agreement.get("stderr"))
-        row["answer_agreement_unanswered"] = _number(agreement.get("unanswered_problems"))
+        for key in ("unanswered_by_both", "unanswered_by_one"):
+            row[f"answer_agreement_{key}"] = _number(agreement.get(key))
     if _number(base.get("sample_answer_in_baseline")) is not None:
         row["sample_answer_in_baseline"] = _number(base["sample_answer_in_baseline"])
     by_length = _dict(summary.get("accuracy_by_length"))

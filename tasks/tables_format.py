@@ -65,7 +65,8 @@ def markdown(df: pd.DataFrame, tables) -> str:
              "Throughput: output tok/s (speedup over Full KV, same sweep).", "",
              "Per task: maj@k = accuracy of the majority answer of k samples (disjoint groups "
              "of k; answers grouped by math-verify's equivalence) ± stderr across problems; "
-             "agreement = share of problems whose majority answer is Full KV's (± stderr); "
+             "agreement = share of problems whose majority answer is Full KV's, a problem "
+             "neither answers agreeing (± stderr); "
              f"{IN_BASELINE} = share of the run's answers that Full KV also gave. "
              f"{NA}: not defined (code) or not in the run's summary (scored before these "
              "metrics existed).", ""]

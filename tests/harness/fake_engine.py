@@ -110,6 +110,8 @@ class FakeLLM:
                 continue
             for i in range(sp.n):
                 body, reason = completion_for(text, sp.seed + i, self.kwargs.get("budget"))
+                if len(body) > sp.max_tokens:  # one token per character, cut like an engine
+                    body, reason = body[:sp.max_tokens], "length"
                 running.append([k, FakeCompletion(i, body, list(range(len(body))), reason), 0])
         # engine.max_num_seqs: at most that many samples run at once, the rest wait
         limit = self.kwargs.get("max_num_seqs") or len(running) or 1

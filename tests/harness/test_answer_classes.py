@@ -6,7 +6,7 @@ from tasks import get_task
 from tasks.answer_classes import (answer_classes, cross_classes, needs_comparison,
                                   representatives, voting_answer)
 from tasks.consensus import answer_agreement, maj_at_k
-from tasks.math_equivalence import by_string, classify
+from tasks.math_equivalence import classify, without_verify
 
 HANG = "9^{9^{9^{9}}}"  # sympy cannot compare it with 5 in a second
 
@@ -89,14 +89,17 @@ def test_past_its_time_budget_a_problem_tells_answers_apart_by_string_only():
     assert got["classes"] == [0, 1, 2] and got["skipped"] == 3 and got["comparisons"] == 0
 
 
-def test_no_worker_starts_when_strings_settle_every_class():
+def test_no_worker_starts_when_strings_and_integers_settle_every_class():
     assert not needs_comparison({"known": [], "answers": ["7"], "grow": True})  # greedy
     assert not needs_comparison({"known": ["7", "8"], "answers": ["8", "7"], "grow": False})
+    assert not needs_comparison({"known": [], "answers": ["7", "8", "-3", "007"], "grow": True})
+    assert without_verify({"known": [], "answers": ["25", "7", "025"], "grow": True})[
+        "classes"] == [0, 1, 0]  # integers by value, as math-verify compares them
     assert needs_comparison({"known": [], "answers": ["7", "7.0"], "grow": True})
     assert needs_comparison({"known": ["7"], "answers": ["7.0"], "grow": False})
 
 
-def test_a_problem_whose_worker_failed_gets_classes_by_string():
-    item = {"known": ["7", "1/2"], "answers": ["0.5", "7"], "grow": False}
-    assert by_string(item)["classes"] == [None, 0]
-    assert by_string({**item, "grow": True})["classes"] == [2, 0]
+def test_a_problem_whose_worker_failed_gets_classes_by_string_and_integer_value():
+    item = {"known": ["7", "1/2"], "answers": ["0.5", "7", "07"], "grow": False}
+    assert without_verify(item)["classes"] == [None, 0, 0]
+    assert without_verify({**item, "grow": True})["classes"] == [2, 0, 0]

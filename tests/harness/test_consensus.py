@@ -77,7 +77,7 @@ def test_identical_answers_agree_fully():
     cross = {"a": [0, 1], "b": [0, 1]}  # every class is itself
     got = answer_agreement(rows(BASE), rows(BASE), cross)
     assert got == {"answer_agreement": {"mean": 1.0, "stderr": 0.0, "problems": 2,
-                                        "unanswered_problems": 0},
+                                        "unanswered_by_both": 0, "unanswered_by_one": 0},
                    "sample_answer_in_baseline": 1.0}
 
 
@@ -85,7 +85,7 @@ def test_agreement_falls_when_one_problem_changes_its_majority():
     run = {**BASE, "b": [(0, True), (0, True), (1, False)]}  # b's majority is now class 0
     got = answer_agreement(rows(run), rows(BASE), {"a": [0, 1], "b": [0, 1]})
     assert got["answer_agreement"] == {"mean": 0.5, "stderr": 0.5, "problems": 2,
-                                       "unanswered_problems": 0}
+                                       "unanswered_by_both": 0, "unanswered_by_one": 0}
     assert got["sample_answer_in_baseline"] == 1.0  # every answer is still one Full KV gave
 
 
@@ -98,15 +98,19 @@ def test_agreement_goes_through_the_cross_map_and_counts_new_answers():
     assert got["sample_answer_in_baseline"] == pytest.approx(5 / 6)  # a's first sample is new
 
 
-def test_a_problem_without_a_majority_answer_disagrees_and_is_counted():
-    run = {**BASE, "b": [(None, False), (None, False), (None, False)]}
-    base = {**BASE, "c": [(None, False)]}
+def test_a_problem_only_one_run_answers_disagrees_and_one_neither_answers_agrees():
+    run = {**BASE, "b": [(None, False), (None, False), (None, False)],
+           "d": [(None, False)], "e": [(None, False)]}
+    base = {**BASE, "c": [(None, False)], "d": [(None, False), (None, False)],
+            "e": [(None, False)]}
     got = answer_agreement(rows(run), rows(base), {"a": [0, 1]})
-    assert got["answer_agreement"] == {"mean": 0.5, "stderr": 0.5, "problems": 2,
-                                       "unanswered_problems": 1}   # b; c is not in the run
+    assert got["answer_agreement"] == {"mean": pytest.approx(3 / 4), "stderr": pytest.approx(0.25),
+                                       "problems": 4, "unanswered_by_both": 2,  # d, e
+                                       "unanswered_by_one": 1}  # b; c is not in the run
     assert got["sample_answer_in_baseline"] == 1.0  # of the samples that have an answer
     nothing = answer_agreement(rows({"b": run["b"]}), rows(base), {})
     assert nothing["sample_answer_in_baseline"] is None
+    assert nothing["answer_agreement"]["mean"] == 0.0  # b: Full KV answered it
 
 
 def test_a_cross_map_missing_a_problem_both_answered_is_an_error():

@@ -53,8 +53,18 @@ def test_documented_cpu_sweep_tables_and_plots(tmp_path, data_dir):  # noqa: F81
     runs = pd.read_csv(out / "runs.csv")
     assert sorted(runs["engine"]) == ["fullkv", "zipage"]
     assert "\\toprule" in (out / "tables.tex").read_text()
-    for kind in ("budget", "pareto"):
+    for kind in ("budget", "pareto", "length"):
         assert (out / f"gsm8k_smollm2-135m_n1_len32_{kind}.png").stat().st_size > 5000
+    # the answer metrics (issue 33): n=1 gives maj@1 only, which is pass@1
+    answers = table_after(md, "### gsm8k")
+    assert answers["method"] == ["maj@1", "agreement", "answers in Full KV"]
+    for method, cells in answers.items():
+        if method != "method":
+            assert cells[0] == table_rows(md)[method][0] and cells[1] != "n/a"
+    assert answers["Full KV"][1] == "100.0 ± 0.0%"  # Full KV agrees with itself
+    zipage = runs.set_index("engine").loc["zipage"]
+    assert 0 <= zipage["answer_agreement"] <= 1 and json.loads(zipage["accuracy_by_length"])[
+        "edges"] == [0, 8, 16, 24, 32]
 
 
 def test_tables_from_a_budget_sweep(tmp_path, data_dir, engine):  # noqa: F811
@@ -68,10 +78,14 @@ def test_tables_from_a_budget_sweep(tmp_path, data_dir, engine):  # noqa: F811
     acc = table_rows(md)
     assert list(acc) == ["Full KV", "zipage b=512", "zipage b=1024", "zipage_paper b=512"]
     s, b = summaries["zipage", 1024], summaries["zipage", 1024]["baseline"]
-    # mean agreement: n/a until scoring writes the answer metrics (issue 33, phase 2)
+    agreement = b["answer_agreement"]["mean"]
     assert acc["zipage b=1024"] == [f"{s['pass@1']:.4f} ± {s['pass@1_stderr']:.4f}",
-                                    f"{b['accuracy_retained']:.1f}%", "n/a"]
-    assert acc["Full KV"] == [f"{b['pass@1']:.4f} ± {b['pass@1_stderr']:.4f}", "100.0%", "n/a"]
+                                    f"{b['accuracy_retained']:.1f}%", f"{100 * agreement:.1f}%"]
+    assert acc["Full KV"] == [f"{b['pass@1']:.4f} ± {b['pass@1_stderr']:.4f}", "100.0%", "100.0%"]
+    maj = {k: f"{v['mean']:.4f} ± {v['stderr']:.4f}" for k, v in s["maj@k"].items()}
+    assert table_after(md, "### amc23")["zipage b=1024"] == [
+        maj["1"], maj["3"], f"{100 * agreement:.1f} ± {100 * b['answer_agreement']['stderr']:.1f}%",
+        f"{100 * b['sample_answer_in_baseline']:.1f}%"]
     tput = table_rows(md, 1)
     assert tput["zipage b=1024"] == [f"{s['output_tokens_per_s']:.0f} ({b['speedup']:.2f}x)"]
     runs = pd.read_csv(out / "runs.csv")
@@ -81,6 +95,7 @@ def test_tables_from_a_budget_sweep(tmp_path, data_dir, engine):  # noqa: F811
     assert f"{s['pass@1']:.4f} $\\pm$ {s['pass@1_stderr']:.4f}" in tex
     assert (out / "amc23_smollm2-135m_n3_len64_budget.png").stat().st_size > 5000
     assert (out / "amc23_smollm2-135m_n3_len64_pareto.png").stat().st_size > 5000
+    assert (out / "amc23_smollm2-135m_n3_len64_length.png").stat().st_size > 5000
 
 
 def test_runs_of_one_engine_and_budget_are_told_apart(tmp_path, data_dir, engine):  # noqa: F811
@@ -94,7 +109,7 @@ def test_runs_of_one_engine_and_budget_are_told_apart(tmp_path, data_dir, engine
     assert list(table_rows((out / "tables.md").read_text())) == [
         "Full KV", "r-kv b=512", "snapkv b=512",
         "zipage b=512 (compression.redundancy=lightning)", "zipage b=512 (compression.redundancy=none)"]
-    assert len(list(out.glob("*.png"))) == 2
+    assert len(list(out.glob("*.png"))) == 3  # budget, pareto, length
 
 
 def test_every_comparison_preset_is_a_row_next_to_full_kv_and_zipage(tmp_path, data_dir,
@@ -183,7 +198,8 @@ def test_maj_at_k_agreement_columns_and_the_length_plot(tmp_path):
     """Summaries with the answer metrics (issue 33), an older one without them and a code
     task (maj@k is not defined for code): n/a, never 0."""
     root = tmp_path / "results"
-    agree = {"mean": 0.8, "stderr": 0.05, "problems": 10, "unanswered_problems": 1}
+    agree = {"mean": 0.8, "stderr": 0.05, "problems": 10, "unanswered_by_both": 1,
+             "unanswered_by_one": 0}
     write_summary(root, "full", "amc23", "fullkv", None, **{
         "maj@k": maj(k1=0.5, k2=0.6, k4=0.7), "accuracy_by_length": by_length([1, .8, .5, 0]),
         "baseline": {"accuracy_retained": 100.0, "sample_answer_in_baseline": 1.0,
