@@ -105,7 +105,7 @@ def test_cli_contract_and_bad_method_is_a_clear_error(capsys):
 def test_comparison_presets_are_methods_with_their_own_window():
     from zipage.compression.presets import COMPARISON, preset
     from zipage.config import EngineConfig
-    assert fm.expand(["presets", "default"]) == ["default", "paper", *COMPARISON]
+    assert fm.expand(["presets", "default"]) == ["default", "attn_recent", *COMPARISON]
     for name in COMPARISON:
         opts = fm.engine_options(name, window=16)
         engine = EngineConfig.from_kwargs("m", budget=256, block_size=16, **opts)

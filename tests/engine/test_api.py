@@ -25,10 +25,10 @@ def test_missing_model_and_bad_budget_are_clear_errors(folder, tmp_path):
         LLM(str(tmp_path / "nope"))
     with pytest.raises(ValueError, match="multiple of block_size"):
         LLM(folder, device="cpu", block_size=16, budget=100)
-    # the default keeps 4 sinks besides the 16-token window: a 16-token budget says how to fit
+    # 4 sinks besides the 16-token window (zipage_attn_recent's): a 16-token budget says how
     with pytest.raises(ValueError, match="16 \\+ num_sink_tokens 4 exceed the budget 16: raise "
                                          "the budget or pass num_sink_tokens=0"):
-        LLM(folder, device="cpu", block_size=16, budget=16)
+        LLM(folder, device="cpu", block_size=16, budget=16, num_sink_tokens=4)
 
 
 def test_unsupported_architecture(tmp_path):

@@ -10,9 +10,9 @@ from harness_fixtures import DATA_DIR, ROOT
 
 CPU_CLAMP = "cpu.block_size clamps engine.block_size 256 -> 16"
 CASES = [
-    (["budget=16"], "engine: observation_window 16 + num_sink_tokens 4 exceed the budget 16: "
-                    "raise the budget or set engine.compression.num_sink_tokens=0 (CPU run: "
-                    "engine.block_size 256 -> 16"),
+    (["budget=16", "engine=zipage_attn_recent"],  # 4 sinks, as the default had
+     "engine: observation_window 16 + num_sink_tokens 4 exceed the budget 16: raise the budget "
+     "or set engine.compression.num_sink_tokens=0 (CPU run: engine.block_size 256 -> 16"),
     (["budget=100"], f"budget=100 must be a positive multiple of engine.block_size=16 (this "
                      f"CPU run's: {CPU_CLAMP}; cpu.enabled=false keeps 256)"),
     (["task=gsm8"], "unknown task 'gsm8' (did you mean 'gsm8k'?); available: aime24, aime25, "
