@@ -21,6 +21,13 @@ def _title(setting, task: str) -> str:
     return f"{task} | {model} | n={n}, max_tokens={max_tokens}, T={temp}"
 
 
+def _save(plt, fig, path: Path) -> bool:
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
 def pareto_front(points: pd.DataFrame) -> pd.DataFrame:
     """The points no other point beats on both output tok/s and pass@1, by tok/s."""
     pts = points.sort_values(["output_tokens_per_s", "pass@1"], ascending=False)
@@ -55,10 +62,7 @@ def budget_plot(plt, runs: pd.DataFrame, setting, task: str, path: Path) -> bool
         ax.set_ylabel(name)
         ax.legend(fontsize=8)
     fig.suptitle(_title(setting, task))
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return True
+    return _save(plt, fig, path)
 
 
 def pareto_plot(plt, runs: pd.DataFrame, setting, task: str, path: Path) -> bool:
@@ -81,10 +85,7 @@ def pareto_plot(plt, runs: pd.DataFrame, setting, task: str, path: Path) -> bool
     ax.set_ylabel("pass@1")
     ax.legend(fontsize=8)
     ax.set_title(_title(setting, task) + "\n(labels: KV budget)", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return True
+    return _save(plt, fig, path)
 
 
 def _length_bins(text) -> list[dict]:
@@ -120,10 +121,7 @@ def length_plot(plt, runs: pd.DataFrame, setting, task: str, path: Path) -> bool
         ax.set_ylim(-0.05, 1.05)
         ax.legend(fontsize=8)
     fig.suptitle(_title(setting, task))
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return True
+    return _save(plt, fig, path)
 
 
 def plot_all(df: pd.DataFrame, out: Path) -> list[Path]:

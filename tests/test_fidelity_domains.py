@@ -59,29 +59,44 @@ def test_the_rule_needs_a_win_beyond_two_se_in_every_cell():
 
 
 @pytest.mark.slow
-def test_toy_study_end_to_end(tmp_path):
-    """Build a toy long-generation domain, run two methods on three domains, tabulate."""
+def test_the_long_generation_domain_is_built_on_the_cpu(tmp_path):
     env = dict(os.environ, ZIPAGE_DATA_DIR=DATA, PYTHONPATH=ROOT)
     gen = tmp_path / "long_generations"
     subprocess.run([sys.executable, "-m", "scripts.bench", "long-generations", "--device", "cpu",
-                    "--limit", "1", "--samples", "1", "--max-model-len", "448",
-                    "--min-tokens", "48", "--text-tokens", "256", "--texts-per-split", "1", "1",
+                    "--limit", "1", "--samples", "1", "--max-model-len", "320",
+                    "--min-tokens", "16", "--text-tokens", "160", "--texts-per-split", "1", "1",
                     "--out", str(gen)], check=True, cwd=ROOT, env=env)
     with gzip.open(f"{gen}.json.gz", "rt") as f:
         built = json.load(f)
     assert len(built["lengths"]) == 4 and set(built["split"]) == {"tuning", "test"}
-    assert all(len(t["ids"]) == 256 for s in ("tuning", "test") for t in built["texts"][s])
-    if not built["texts"]["tuning"] or not built["texts"]["test"]:
-        pytest.skip("the toy trajectories were too short for a text in each split")
+    assert sum(map(len, built["split"].values())) == 4
+    for split in ("tuning", "test"):
+        for t in built["texts"][split]:
+            assert len(t["ids"]) == 160 and t["problem"] in built["split"][split]
+    assert "kept trajectories" in (tmp_path / "long_generations.md").read_text()
+
+
+@pytest.mark.slow
+def test_toy_study_per_domain(tmp_path):
+    """Two methods on three domains at toy sizes (a made-up long-generation file), tabulated
+    with the rule."""
+    import random
+    rng = random.Random(0)
+    gen = tmp_path / "gen.json.gz"
+    with gzip.open(gen, "wt") as f:
+        json.dump({"texts": {s: [{"problem": f"{s}0", "prompt_tokens": 20,
+                                  "ids": [rng.randrange(100, 20000) for _ in range(96)]}]
+                             for s in ("tuning", "test")}}, f)
+    env = dict(os.environ, ZIPAGE_DATA_DIR=DATA, PYTHONPATH=ROOT)
     out = tmp_path / "domains"
     subprocess.run([sys.executable, "-m", "scripts.bench", "fidelity-domains", "--device", "cpu",
-                    "--generations", f"{gen}.json.gz", "--texts-per-split", "1", "1",
-                    "--text-tokens", "256", "--block-size", "16", "--budgets", "64", "128",
+                    "--generations", str(gen), "--texts-per-split", "1", "1",
+                    "--text-tokens", "96", "--block-size", "16", "--budgets", "32",
                     "--methods", "default", "attn_recent", "--out", str(out)],
                    check=True, cwd=ROOT, env=env)
     report = json.loads((tmp_path / "domains.json").read_text())
     cells = {(c["domain"], c["split"], c["budget"], c["method"]) for c in report["cells"]}
-    assert len(cells) == 3 * 2 * 2 * 2
+    assert len(cells) == 3 * 2 * 1 * 2  # domains x splits x budgets x methods
     assert report["candidate"] == "attn_recent"
     md = (tmp_path / "domains.md").read_text()
     assert "## long_generations" in md and "Verdict:" in md

@@ -2,11 +2,10 @@
 SmolLM2 runs under its own name."""
 import dataclasses
 
-import pytest
-
 from zipage import LLM, SamplingParams
 from zipage.compression.config import CompressionConfig
 from zipage.compression.presets import preset
+from zipage.config import EngineConfig
 
 PUBLISHED = dict(use_global_score=True, global_decay=0.8, use_pooling=True, pooling_kernel_size=5,
                  pool_every_compression=False, redundancy="lightning", redundancy_weight=0.8,
@@ -14,14 +13,10 @@ PUBLISHED = dict(use_global_score=True, global_decay=0.8, use_pooling=True, pool
                  recent_ratio=0.0)
 
 
-@pytest.fixture(scope="module")
-def smollm2_published():
-    return LLM("smollm2-135m", budget=256, block_size=16, device="cpu", kv_cache_tokens=2048,
-               max_model_len=1024)
-
-
-def test_llm_with_a_budget_shows_the_published_settings(smollm2_published):
-    c = smollm2_published.config.compression
+def test_llm_with_a_budget_shows_the_published_settings():
+    # LLM(...).config is EngineConfig.from_kwargs of its arguments (zipage/llm.py): the same
+    # object without loading the weights
+    c = EngineConfig.from_kwargs("smollm2-135m", budget=256, block_size=16).compression
     assert c == CompressionConfig.paper() and c.observation_window == 16
     assert {k: v for k, v in dataclasses.asdict(c).items() if k in PUBLISHED} == PUBLISHED
 
