@@ -11,6 +11,8 @@ decode (a) 512 rows x 2048 keys, (b) 64 rows x 16384 keys; K/V quantised from ra
 normals with per-token magnitudes, blocks in random order in a pool of exactly the blocks
 read (GBs, far beyond L2). Each variant: median of triton.testing.do_bench, output checked
 once against the PyTorch reference (max |error| / max |reference|).
+The former FP8 V path (fp8_v_in_registers=False: V's weights on P, V read from shared memory
+a byte at a time) is timed at the default launch, next to the default.
 Search (default): operand x tile_n x num_warps at 3 stages and the default split count, then
 num_stages, then num_splits for the best; --full-grid times the whole product (slow).
 The best variant per shape is what fp8_launch.FP8_DECODE should hold.
@@ -59,6 +61,8 @@ def decode_rows(name, rows, ctx, dims, copy, args, device):
         kw = {key: val for key, val in variant.items() if key not in ("num_splits", "label")}
         if "operand" in kw:
             kw["fp8_operand"] = OPERANDS[kw.pop("operand")]
+        if "v_in_registers" in kw:
+            kw["fp8_v_in_registers"] = kw.pop("v_in_registers")
 
         def call():
             return paged_decode_attention(q, k, v, table, lens, D ** -0.5, splits, out,
@@ -95,6 +99,7 @@ def decode_rows(name, rows, ctx, dims, copy, args, device):
         run("fp8", fp8, dict(default, tile_n=16, num_splits=2))
         return results
     run("fp8", fp8, dict(default, label="default"))
+    run("fp8", fp8, dict(default, v_in_registers=False, label="former V path"))
     if args.full_grid:
         for combo in itertools.product(*GRID.values()):
             run("fp8", fp8, dict(zip(GRID, combo)))
@@ -122,7 +127,7 @@ def print_row(row):
     what = row["kind"] if row["kind"] == "bf16" else (
         f"fp8 {row['operand']:<4} tile {row['tile_n']:>3} warps {row['num_warps']} "
         f"stages {row['num_stages']} splits {row['splits']:>2}"
-        + (" (default)" if row.get("label") == "default" else ""))
+        + (f" ({row['label']})" if row.get("label") else ""))
     if "error" in row:
         print(f"  {what:<58} {row['error']}", flush=True)
         return
@@ -150,12 +155,14 @@ def other_rows(dims, args, device):
     for kind in ("bf16", "fp8"):
         k, v, ks, vs, table = paged_pool(seqs, cached + new, H_kv, D, bs, kind == "fp8", device)
         args_p = (table, cu, lens, new, D ** -0.5)
-        call = lambda: paged_prefill_attention(  # noqa: E731
-            q, k, v, *args_p, k_scale=ks, v_scale=vs)
-        ms = bench_ms(call, args.cpu_smoke)
         ref = paged_prefill_attention_reference(q, k, v, *args_p, k_scale=ks, v_scale=vs)
-        rows.append(dict(workload=f"prefill {seqs} x {new} new over {cached} cached", kind=kind,
-                         ms=ms, tflops=flop / ms / 1e9, rel_err=rel_err(call(), ref)))
+        for v_path in ((None, False) if kind == "fp8" else (None,)):
+            call = lambda: paged_prefill_attention(  # noqa: E731
+                q, k, v, *args_p, k_scale=ks, v_scale=vs, fp8_v_in_registers=v_path)
+            ms = bench_ms(call, args.cpu_smoke)
+            rows.append(dict(workload=f"prefill {seqs} x {new} new over {cached} cached",
+                             kind=kind if v_path is None else "fp8, former V path", ms=ms,
+                             tflops=flop / ms / 1e9, rel_err=rel_err(call(), ref)))
         del k, v, ks, vs
         k, _, ks, _, table = paged_pool(reqs, n, H_kv, D, bs, kind == "fp8", device, layers=L)
         sargs = (qc, torch.arange(reqs, **i32), table, torch.full((reqs,), n, **i32), window)
@@ -169,7 +176,7 @@ def other_rows(dims, args, device):
         del k, ks
     for r in sorted(rows, key=lambda r: r["workload"]):
         rate = f"{r['tflops']:7.1f} TFLOP/s" if "tflops" in r else f"{r['gbps']:7.1f} GB/s   "
-        print(f"  {r['workload']:<50} {r['kind']:<5} {r['ms']:8.3f} ms {rate}  "
+        print(f"  {r['workload']:<50} {r['kind']:<18} {r['ms']:8.3f} ms {rate}  "
               f"err {r['rel_err']:.1e}", flush=True)
     return rows
 

@@ -77,10 +77,11 @@ def test_prefill_fp8(cuda_kernels, seqs, G, H_kv, D, bs):
     assert_fp8_close(out, ref, torch.float16, vc, vs)
 
 
-@pytest.mark.parametrize("rows,longest,operand,splits", [
-    (512, 2048, torch.float16, None), (512, 2048, BF16, None),
-    (64, 16384, torch.float16, None), (64, 16384, torch.float16, 8), (64, 16384, BF16, 3)])
-def test_decode_fp8_qwen3_shapes(cuda_kernels, rows, longest, operand, splits):
+@pytest.mark.parametrize("rows,longest,operand,splits,v_in_registers", [
+    (512, 2048, torch.float16, None, True), (512, 2048, BF16, None, True),
+    (64, 16384, torch.float16, None, True), (64, 16384, torch.float16, 8, True),
+    (64, 16384, BF16, 3, True), (512, 2048, torch.float16, None, False)])
+def test_decode_fp8_qwen3_shapes(cuda_kernels, rows, longest, operand, splits, v_in_registers):
     """The sweep's shapes (Qwen3-8B layer: H_q 32, H_kv 8, D 128, block 256), ragged
     contexts with an empty row, output and split scratch poisoned with NaN; tolerance of
     kernel_testlib.assert_fp8_close (bf16 queries are exact in either operand type)."""
@@ -93,7 +94,8 @@ def test_decode_fp8_qwen3_shapes(cuda_kernels, rows, longest, operand, splits):
     scratch = None if splits is None else tuple(
         t.fill_(float("nan")) for t in decode_scratch(rows, 32, 128, splits, q.device))
     paged_decode_attention(q, kc, vc, table, lens, 128 ** -0.5, num_splits=splits, out=out,
-                           scratch=scratch, k_scale=ks, v_scale=vs, fp8_operand=operand)
+                           scratch=scratch, k_scale=ks, v_scale=vs, fp8_operand=operand,
+                           fp8_v_in_registers=v_in_registers)
     ref = torch.cat([paged_decode_attention_reference(  # in chunks: fp32 K/V of 64 rows
         q[i:i + 64], kc, vc, table[i:i + 64], lens[i:i + 64], 128 ** -0.5, k_scale=ks,
         v_scale=vs) for i in range(0, rows, 64)])

@@ -117,10 +117,10 @@ def fp8_cache(cache):
 
 def assert_fp8_close(out, ref, operand, v_cache, v_scale):
     """FP8 attention `out` against the fp32 reference on q rounded to the dot `operand`:
-    P * w rounded to the operand (relative u) moves an output, a convex combination of V
-    rows, by at most u * max|v|. Allowed: 2u * max|v|, at least 2^-16 * max|v| (fp32 sums
-    in another order), and one bf16 ulp (2^-7 relative) for bf16 outputs (both sides
-    round). tests/kernels/test_fp8_attention.py gives the measured margins."""
+    P and V * w rounded to the operand (relative u each; P * w once on the former V path)
+    move an output, a convex combination of V rows, by at most 2u * max|v|. Allowed:
+    2u * max|v|, at least 2^-16 * max|v| (fp32 sums in another order), and one bf16 ulp
+    (2^-7 relative) for bf16 outputs (both sides round)."""
     from zipage.kernels.fp8 import dequantize_reference
     v_max = dequantize_reference(v_cache, v_scale).nan_to_num().abs().max().item()
     atol = max(2 * UNIT_ROUNDOFF[operand], 2**-16) * v_max

@@ -1,12 +1,13 @@
 """FP8 paged decode and prefill (zipage/kernels/fp8_tiles.py: e4m3 tiles as dot operands, the
-scales on score columns and folded into P) against their references, Triton interpreter.
+scales on score columns and folded into V, or into P on the former path) against their
+references, Triton interpreter.
 
 Tolerance (kernel_testlib.assert_fp8_close, derived rather than tuned): the reference is
 fp32 attention on the dequantised cache, fed q rounded to the kernel's operand type (the one
-rounding of q the kernel makes). What remains is P * w rounded to the operand, relative u
-per weight (2^-24 fp32, 2^-11 f16, 2^-8 bf16), which moves an output, a convex combination
-of V rows, by at most u * max|v|. Measured on these inputs: 0.45-1.0 u * max|v|;
-forgetting a scale or the V weight fails by orders of magnitude.
+rounding of q the kernel makes). What remains is P and V * w rounded to the operand (on the
+former path P * w once), relative u each (2^-24 fp32, 2^-11 f16, 2^-8 bf16), which moves an
+output, a convex combination of V rows, by at most 2u * max|v|. Forgetting a scale or the V
+weight fails by orders of magnitude.
 """
 import pytest
 import torch
@@ -57,6 +58,7 @@ def test_decode_fp8(triton_cpu, bs, G, H_kv, D, splits, tile_n, q_dtype, fp8_ope
     assert torch.count_nonzero(out[0]) == 0  # context 0 -> zeros
 
 
+@pytest.mark.parametrize("v_in_registers", [True, False])
 @pytest.mark.parametrize("bs,G,H_kv,D,tile_m,tile_n,q_dtype,fp8_operand", [
     (16, 2, 2, 64, 16, 16, F32, None),
     (16, 4, 2, 64, 16, 16, BF16, None),   # f16 default
@@ -65,29 +67,34 @@ def test_decode_fp8(triton_cpu, bs, G, H_kv, D, splits, tile_n, q_dtype, fp8_ope
     (64, 8, 1, 128, 32, 64, BF16, BF16),  # group of 8: 4 query tokens per tile
     (64, 4, 2, 128, None, None, BF16, None),  # default launch (compiled: FP8_PREFILL)
 ])
-def test_prefill_fp8(triton_cpu, bs, G, H_kv, D, tile_m, tile_n, q_dtype, fp8_operand):
+def test_prefill_fp8(triton_cpu, bs, G, H_kv, D, tile_m, tile_n, q_dtype, fp8_operand,
+                     v_in_registers):
     q, k, v, table, cu, ctx, _ = prefill_batch(PREFIX, G, H_kv, D, bs)
     q = (3 * q).to(q_dtype)
     (kc, ks), (vc, vs) = fp8_cache(k), fp8_cache(v)
     args = (table, cu, ctx, max(n for n, _ in PREFIX), D ** -0.5)
     out = torch.full_like(q, float("nan"))
     paged_prefill_attention(q, kc, vc, *args, out=out, tile_m=tile_m, tile_n=tile_n,
-                            k_scale=ks, v_scale=vs, fp8_operand=fp8_operand)
+                            k_scale=ks, v_scale=vs, fp8_operand=fp8_operand,
+                            fp8_v_in_registers=v_in_registers)
     operand = operand_of(fp8_operand, q_dtype)
     ref = paged_prefill_attention_reference(q.to(operand).to(q_dtype), kc, vc, *args,
                                             k_scale=ks, v_scale=vs)
     assert_fp8_close(out, ref, operand, vc, vs)
 
 
-# (operand, tile_n, num_warps, num_stages, num_splits): every value of each axis of the
+# (operand, tile_n, num_warps, num_stages, num_splits, V made in registers): every value of each axis of the
 # sweep's grid (scripts/throughput/fp8_kernels.py) at least once, the default launch first, so
 # tests/test_triton_compile.py compiles them for sm_90 at the Qwen3-8B constants
-SWEEP_COVER = [(F16, 128, 4, 3, 1), (F16, 128, 4, 3, 2), (BF16, 64, 8, 2, 4),
-               (F16, 256, 8, 4, 1), (BF16, 256, 4, 2, 8), (F16, 64, 4, 4, 2)]
+SWEEP_COVER = [(F16, 128, 4, 3, 1, True), (F16, 128, 4, 3, 2, True), (BF16, 64, 8, 2, 4, True),
+               (F16, 256, 8, 4, 1, True), (BF16, 256, 4, 2, 8, True), (F16, 64, 4, 4, 2, True),
+               (F16, 128, 4, 3, 1, False), (BF16, 64, 4, 3, 2, False)]  # False: the former V path
 
 
-@pytest.mark.parametrize("operand,tile_n,num_warps,num_stages,splits", SWEEP_COVER)
-def test_decode_fp8_sweep_variants(triton_cpu, operand, tile_n, num_warps, num_stages, splits):
+@pytest.mark.parametrize("operand,tile_n,num_warps,num_stages,splits,v_in_registers",
+                         SWEEP_COVER)
+def test_decode_fp8_sweep_variants(triton_cpu, operand, tile_n, num_warps, num_stages, splits,
+                                   v_in_registers):
     """Block 256, group 4, D 128 (Qwen3-8B per KV head); the interpreter ignores warps and
     stages, the sm_90 compile run does not."""
     ctx_lens = [0, 1, 255, 256, 300, 700]
@@ -96,7 +103,8 @@ def test_decode_fp8_sweep_variants(triton_cpu, operand, tile_n, num_warps, num_s
     (kc, ks), (vc, vs) = fp8_cache(k), fp8_cache(v)
     out = paged_decode_attention(q, kc, vc, table, ctx, 128 ** -0.5, num_splits=splits,
                                  tile_n=tile_n, num_warps=num_warps, num_stages=num_stages,
-                                 k_scale=ks, v_scale=vs, fp8_operand=operand)
+                                 k_scale=ks, v_scale=vs, fp8_operand=operand,
+                                 fp8_v_in_registers=v_in_registers)
     ref = paged_decode_attention_reference(q, kc, vc, table, ctx, 128 ** -0.5, k_scale=ks,
                                            v_scale=vs)
     assert_fp8_close(out, ref, operand, vc, vs)

@@ -23,13 +23,15 @@ OPERAND_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 @dataclass(frozen=True)
 class Launch:
-    """One kernel variant: dot operand type, keys per tile, warps, pipeline stages, and
-    (prefill) query rows per tile."""
+    """One kernel variant: dot operand type, keys per tile, warps, pipeline stages,
+    (prefill) query rows per tile, and for an FP8 cache whether the weighted V operand is made
+    in registers (fp8_tiles.weighted_v_operand; False: the former byte-wise path)."""
     operand: torch.dtype
     tile_n: int
     num_warps: int
     num_stages: int
     tile_m: int | None = None
+    v_in_registers: bool = True
 
 
 FP8_DECODE = Launch(torch.float16, tile_n=128, num_warps=4, num_stages=3)

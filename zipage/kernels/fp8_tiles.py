@@ -59,10 +59,24 @@ def fp8_scores(q, k, k_scale, qk_scale, DOT_DTYPE: tl.constexpr, DOT_PREC: tl.co
 
 
 @triton.jit
+def weighted_v_operand(v, weight, DOT_DTYPE: tl.constexpr):
+    """The e4m3 V tile (keys, HEAD_DIM_PAD) times its per-key weights, as a dot operand made
+    in registers. The split into column pairs and the join keep the conversion ahead of
+    shared memory: without them Triton moves the layout change above the conversion, and an
+    8-bit operand contracted over keys (not contiguous in the cache) is then read from shared
+    memory one byte per element (docs/fp8.md counts the instructions)."""
+    w = dot_operand(weight, DOT_DTYPE)[:, None]
+    pairs = tl.reshape(fp8_operand(v, DOT_DTYPE), (v.shape[0], v.shape[1] // 2, 2))
+    even, odd = tl.split(pairs)
+    joined = tl.join(dot_operand(even * w, DOT_DTYPE), dot_operand(odd * w, DOT_DTYPE))
+    return tl.reshape(joined, (v.shape[0], v.shape[1]))
+
+
+@triton.jit
 def fp8_tile_step(q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
                   offsets, keys, key_end, last_key, qk_scale, MASKED: tl.constexpr,
                   HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
-                  DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr):
+                  DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr, V_IN_REGISTERS: tl.constexpr):
     """One K/V tile (keys at element `offsets`) folded into the online softmax state; the
     scales as in the module docstring."""
     key_ok = keys < key_end
@@ -76,8 +90,12 @@ def fp8_tile_step(q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_sca
                                HEAD_DIM_PAD)
     v_max = tl.max(v_scale, 0)
     weight = v_scale / tl.where(v_max > 0, v_max, 1.0)
-    pv = tl.dot(dot_operand(p * weight[None, :], DOT_DTYPE), fp8_operand(v, DOT_DTYPE),
-                input_precision=DOT_PREC)
+    if V_IN_REGISTERS:
+        pv = tl.dot(dot_operand(p, DOT_DTYPE), weighted_v_operand(v, weight, DOT_DTYPE),
+                    input_precision=DOT_PREC)
+    else:  # the former path: the weights on P, V converted from bytes read one at a time
+        pv = tl.dot(dot_operand(p * weight[None, :], DOT_DTYPE), fp8_operand(v, DOT_DTYPE),
+                    input_precision=DOT_PREC)
     return m_i, l_i, acc * alpha[:, None] + pv * v_max
 
 
@@ -87,7 +105,7 @@ def attend_fp8_tiles(q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_
                      last_key, qk_scale, MASKED: tl.constexpr, BLOCK_SIZE: tl.constexpr,
                      TILE_N: tl.constexpr, HEAD_DIM: tl.constexpr,
                      HEAD_DIM_PAD: tl.constexpr, DOT_DTYPE: tl.constexpr,
-                     DOT_PREC: tl.constexpr):
+                     DOT_PREC: tl.constexpr, V_IN_REGISTERS: tl.constexpr):
     """paged_tiles.attend_kv_tiles for an FP8 cache with its scales; key_start must be a
     multiple of TILE_N (every caller's is)."""
     if BLOCK_SIZE % TILE_N == 0:
@@ -106,7 +124,7 @@ def attend_fp8_tiles(q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_
             m_i, l_i, acc = fp8_tile_step(q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr,
                                           k_scale_ptr, v_scale_ptr, offsets, keys, key_end,
                                           last_key, qk_scale, MASKED, HEAD_DIM, HEAD_DIM_PAD,
-                                          DOT_DTYPE, DOT_PREC)
+                                          DOT_DTYPE, DOT_PREC, V_IN_REGISTERS)
             block = next_block
     else:  # tiles span blocks: a table entry per key
         for start in range(key_start, key_end, TILE_N):
@@ -116,7 +134,7 @@ def attend_fp8_tiles(q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_
             m_i, l_i, acc = fp8_tile_step(q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr,
                                           k_scale_ptr, v_scale_ptr, offsets, keys, key_end,
                                           last_key, qk_scale, MASKED, HEAD_DIM, HEAD_DIM_PAD,
-                                          DOT_DTYPE, DOT_PREC)
+                                          DOT_DTYPE, DOT_PREC, V_IN_REGISTERS)
     return m_i, l_i, acc
 
 
@@ -125,7 +143,8 @@ def attend_tiles(q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scal
                  table_row_ptr, head_offset, stride_block, stride_slot, key_start, key_end,
                  last_key, qk_scale, MASKED: tl.constexpr, BLOCK_SIZE: tl.constexpr,
                  TILE_N: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
-                 DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr, QUANT: tl.constexpr):
+                 DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr, QUANT: tl.constexpr,
+                 V_IN_REGISTERS: tl.constexpr):
     """The K/V loop of paged decode and prefill: attend_fp8_tiles for an FP8 cache (QUANT),
     else paged_tiles.attend_kv_tiles (the scale pointers unused)."""
     if QUANT:
@@ -133,7 +152,7 @@ def attend_tiles(q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scal
             q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
             table_row_ptr, head_offset, stride_block, stride_slot, key_start, key_end,
             last_key, qk_scale, MASKED, BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE,
-            DOT_PREC)
+            DOT_PREC, V_IN_REGISTERS)
     else:
         m_i, l_i, acc = attend_kv_tiles(
             q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, table_row_ptr, head_offset,

@@ -36,7 +36,8 @@ def _split_kernel(q_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
                   DIRECT: tl.constexpr, GROUP: tl.constexpr,
                   HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr,
                   GROUP_PAD: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
-                  DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr, QUANT: tl.constexpr):
+                  DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr, QUANT: tl.constexpr,
+                  V_IN_REGISTERS: tl.constexpr):
     seq = tl.program_id(0)
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
@@ -63,12 +64,13 @@ def _split_kernel(q_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
     m_i, l_i, acc = attend_tiles(
         q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr, table_row,
         head_offset, stride_k_block, stride_k_slot, key_start, full_end, last_key, qk_scale,
-        False, BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC, QUANT)
+        False, BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC, QUANT,
+        V_IN_REGISTERS)
     m_i, l_i, acc = attend_tiles(  # the context's partial last tile, if in this split
         q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr, table_row,
         head_offset, stride_k_block, stride_k_slot, tl.maximum(key_start, full_end), key_end,
         last_key, qk_scale, True, BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE,
-        DOT_PREC, QUANT)
+        DOT_PREC, QUANT, V_IN_REGISTERS)
 
     if DIRECT:  # the only split: normalise here (context_len 0 -> zeros, as the merge does)
         o = tl.where(l_i[:, None] > 0, acc / tl.where(l_i > 0, l_i, 1.0)[:, None], 0.0)
@@ -133,7 +135,7 @@ def decode_scratch(batch, num_q_heads, head_dim, num_splits, device):
 def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scale,
                            num_splits=None, out=None, scratch=None, tile_n=None,
                            k_scale=None, v_scale=None, num_warps=None, num_stages=None,
-                           fp8_operand=None):
+                           fp8_operand=None, fp8_v_in_registers=None):
     """Attention of one new query token per request over its paged K/V.
 
     q:            (B, H_q, D); unit stride on D (B/H strides free).
@@ -148,6 +150,7 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
     tile_n, num_warps, num_stages: launch overrides (keys per tile; defaults 64, 4, 2, or
                   fp8_launch.FP8_DECODE for an fp8 cache).
     fp8_operand:  dot operand type of an fp8 cache's tiles (fp8_launch.py); None: default.
+    fp8_v_in_registers: False takes the former FP8 V path (benchmarks); None: default.
     Returns out (B, H_q, D) in q.dtype. No host sync: CUDA-graph capturable.
     """
     if not use_triton(q):
@@ -160,7 +163,8 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
     assert H_q % H_kv == 0 and k_cache.stride() == v_cache.stride()
     if q.stride(2) != 1:
         q = q.contiguous()
-    overrides = dict(tile_n=tile_n, num_warps=num_warps, num_stages=num_stages)
+    overrides = dict(tile_n=tile_n, num_warps=num_warps, num_stages=num_stages,
+                     v_in_registers=fp8_v_in_registers)
     launch = launch_for(quant, FP8_DECODE, _DECODE, q.dtype, k_cache.dtype, fp8_operand,
                         **overrides)
     if num_splits is None:
@@ -184,8 +188,8 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
         out.stride(1), H_q, num_splits, DIRECT=num_splits == 1, GROUP=H_q // H_kv,
         HEAD_DIM=D, BLOCK_SIZE=bs, TILE_N=launch.tile_n,
         GROUP_PAD=max(16, next_pow2(H_q // H_kv)), HEAD_DIM_PAD=d_pad,
-        **dot_args(launch.operand), QUANT=quant, num_warps=launch.num_warps,
-        num_stages=launch.num_stages)
+        **dot_args(launch.operand), QUANT=quant, V_IN_REGISTERS=launch.v_in_registers,
+        num_warps=launch.num_warps, num_stages=launch.num_stages)
     if num_splits == 1:
         return out
     _merge_kernel[(B, H_q)](

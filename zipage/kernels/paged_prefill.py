@@ -28,7 +28,8 @@ def _prefill_kernel(q_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
                     stride_k_head, stride_table_row, GROUP: tl.constexpr,
                     HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr, TILE_M: tl.constexpr,
                     TILE_N: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
-                    DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr, QUANT: tl.constexpr):
+                    DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr, QUANT: tl.constexpr,
+                    V_IN_REGISTERS: tl.constexpr):
     # last query tiles have the most keys: launch them first for better tail balance
     tile = tl.num_programs(0) - 1 - tl.program_id(0)
     seq = tl.program_id(1)
@@ -64,11 +65,12 @@ def _prefill_kernel(q_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
     m_i, l_i, acc = attend_tiles(
         q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr, table_row,
         head_offset, stride_k_block, stride_k_slot, 0, full_end, last_key, qk_scale, False,
-        BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC, QUANT)
+        BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC, QUANT, V_IN_REGISTERS)
     m_i, l_i, acc = attend_tiles(
         q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr, table_row,
         head_offset, stride_k_block, stride_k_slot, full_end, key_end, last_key, qk_scale,
-        True, BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC, QUANT)
+        True, BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC, QUANT,
+        V_IN_REGISTERS)
 
     o = acc / tl.where(l_i > 0.0, l_i, 1.0)[:, None]
     tl.store(out_ptr + token[:, None] * stride_out_token + head[:, None] * stride_out_head
@@ -95,7 +97,7 @@ def _launch(head_dim_pad: int, quant: bool, q_dtype, cache_dtype, fp8_operand) -
 def paged_prefill_attention(q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens,
                             max_q_len, scale, out=None, tile_m=None, tile_n=None,
                             num_warps=None, num_stages=None, k_scale=None, v_scale=None,
-                            fp8_operand=None):
+                            fp8_operand=None, fp8_v_in_registers=None):
     """Causal attention of packed new tokens over their sequences' paged K/V.
 
     q:            (T, H_q, D) packed; unit stride on D.
@@ -111,6 +113,7 @@ def paged_prefill_attention(q, k_cache, v_cache, block_tables, cu_seqlens_q, con
                   holds tile_m (query, head) rows, tile_m // G query tokens.
     k/v_scale:    float32 (NB, b, H_kv) for an fp8 cache, else None.
     fp8_operand:  dot operand type of an fp8 cache's tiles (fp8_launch.py); None: default.
+    fp8_v_in_registers: False takes the former FP8 V path (benchmarks); None: default.
     """
     if not use_triton(q):
         return paged_prefill_attention_reference(q, k_cache, v_cache, block_tables,
@@ -139,7 +142,9 @@ def paged_prefill_attention(q, k_cache, v_cache, block_tables, cu_seqlens_q, con
         q.stride(0), q.stride(1), out.stride(0), out.stride(1), k_cache.stride(0),
         k_cache.stride(1), k_cache.stride(2), block_tables.stride(0), GROUP=group,
         HEAD_DIM=D, BLOCK_SIZE=bs, TILE_M=tm, TILE_N=tn, HEAD_DIM_PAD=d_pad,
-        **dot_args(launch.operand), QUANT=quant, num_warps=num_warps or launch.num_warps,
+        **dot_args(launch.operand), QUANT=quant,
+        V_IN_REGISTERS=launch.v_in_registers if fp8_v_in_registers is None
+        else fp8_v_in_registers, num_warps=num_warps or launch.num_warps,
         num_stages=num_stages or launch.num_stages)
     return out
 
