@@ -3,9 +3,13 @@
 An FP8 K/V tile is half the bytes of a bf16 one, so the tiles and pipelines that hide the
 latency of bf16 loads are too small here: the FP8 defaults take twice the keys per tile and
 a deeper pipeline. Every value can be overridden per call (the wrappers' tile_n, num_warps,
-num_stages, fp8_operand arguments), which is how scripts/throughput/fp8_kernels.py compares
-variants on the GPU. On the H200 the sweep found no decode variant faster than these
-defaults at 512 x 2048 or 64 x 16384 (docs/fp8.md).
+num_stages, fp8_operand, fp8_v_in_registers arguments), which is how
+scripts/throughput/fp8_kernels.py compares variants on the GPU. On the H200 the sweep found
+no decode variant faster than these defaults at 512 x 2048 or 64 x 16384 (docs/fp8.md).
+
+v_in_registers (fp8_tiles.weighted_v_operand): measured on the H200, making V's operand in
+registers is slower for decode (51% vs 61% of the byte roofline at 512 x 2048) and faster
+for prefill (1.58 vs 1.71 ms at 8 x 512 over 4,096 cached), so each kernel keeps its faster.
 
 operand: the tl.dot operand type of the e4m3 tiles (and of q and P). float16 is one
 hardware conversion per two elements on sm_89+ and keeps 10 mantissa bits for P; it needs
@@ -34,7 +38,7 @@ class Launch:
     v_in_registers: bool = True
 
 
-FP8_DECODE = Launch(torch.float16, tile_n=128, num_warps=4, num_stages=3)
+FP8_DECODE = Launch(torch.float16, tile_n=128, num_warps=4, num_stages=3, v_in_registers=False)
 FP8_PREFILL = Launch(torch.float16, tile_n=64, num_warps=8, num_stages=3, tile_m=128)
 FP8_SCORE = Launch(torch.float16, tile_n=64, num_warps=4, num_stages=3)
 

@@ -8,7 +8,9 @@ KV head) scales (fp8.py) act on the small matrices instead of on every element:
     V: acc[r] += vmax * sum_j (p[r, j] * w_j) * vq_j      w_j = v_scale_j / vmax in [0, 1]
 
 where vmax is the tile's largest V scale: p * w stays in [0, 1], so P rounded to an f16 dot
-operand cannot underflow the way p * v_scale (as small as 1e-9) would. Per key and KV head
+operand cannot underflow the way p * v_scale (as small as 1e-9) would. The weights w go on P
+(decode's default) or on V's tile (V_IN_REGISTERS, prefill's default: weighted_v_operand);
+fp8_launch.py says which is faster where. Per key and KV head
 that is D bytes + one float32 per K and per V, two scalar multiplies per score and one per
 probability; the cost per element is one conversion (e4m3x2 -> f16x2 is one instruction on
 sm_89+), against the former load-time dequantize q * s (convert, fp32 multiply, round).
