@@ -132,11 +132,16 @@ def test_fp8_references_are_the_dequantised_cache(triton_cpu):
         rtol=0, atol=0)
 
 
-def test_fp8_operand_is_checked(triton_cpu):
+def test_fp8_options_are_checked(triton_cpu):
     q, k, v, table, ctx = decode_batch([5, 9], 2, 2, 64, 16)
     (kc, ks), (vc, vs) = quantize_paged(k), quantize_paged(v)
     with pytest.raises(ValueError, match="fp8_operand must be one of"):
         paged_decode_attention(q, kc, vc, table, ctx, 0.1, k_scale=ks, v_scale=vs,
                                fp8_operand=torch.int8)
-    with pytest.raises(ValueError, match="is for an fp8 cache"):
+    with pytest.raises(ValueError, match="fp8_operand: for an fp8 cache"):
         paged_decode_attention(q, k, v, table, ctx, 0.1, fp8_operand=F16)
+    with pytest.raises(ValueError, match="fp8_v_in_registers: for an fp8 cache"):
+        paged_decode_attention(q, k, v, table, ctx, 0.1, fp8_v_in_registers=True)
+    q, k, v, table, cu, ctx_p, _ = prefill_batch(PREFIX, 2, 2, 64, 16)
+    with pytest.raises(ValueError, match="fp8_v_in_registers: for an fp8 cache"):
+        paged_prefill_attention(q, k, v, table, cu, ctx_p, 20, 0.125, fp8_v_in_registers=False)

@@ -55,10 +55,12 @@ def resolve_launch(default: Launch, q_dtype: torch.dtype, operand=None,
     return replace(default, operand=operand, **given)
 
 
-def check_no_fp8_operand(cache_dtype: torch.dtype, fp8_operand) -> None:
-    """fp8_operand only means something for an FP8 cache: reject it elsewhere."""
-    if fp8_operand is not None and cache_dtype != FP8_DTYPE:
-        raise ValueError(f"fp8_operand is for an fp8 cache; this cache is {cache_dtype}")
+def check_no_fp8_options(cache_dtype: torch.dtype, **options) -> None:
+    """fp8_operand and fp8_v_in_registers only mean something for an FP8 cache: reject
+    them (when given) elsewhere."""
+    given = sorted(name for name, value in options.items() if value is not None)
+    if given and cache_dtype != FP8_DTYPE:
+        raise ValueError(f"{', '.join(given)}: for an fp8 cache; this cache is {cache_dtype}")
 
 
 def launch_for(quant: bool, fp8_default: Launch, default: Launch, q_dtype: torch.dtype,
@@ -67,5 +69,6 @@ def launch_for(quant: bool, fp8_default: Launch, default: Launch, q_dtype: torch
     operand is the cache dtype; fp8_operand is refused for the latter."""
     if quant:
         return resolve_launch(fp8_default, q_dtype, fp8_operand, **overrides)
-    check_no_fp8_operand(cache_dtype, fp8_operand)
+    check_no_fp8_options(cache_dtype, fp8_operand=fp8_operand,
+                         fp8_v_in_registers=overrides.pop("v_in_registers", None))
     return resolve_launch(default, q_dtype, cache_dtype, **overrides)

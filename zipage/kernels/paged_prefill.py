@@ -15,7 +15,7 @@ import torch
 
 from zipage.kernels._dispatch import INTERPRET, cdiv, next_pow2, tl, triton, use_triton
 from zipage.kernels.fp8 import check_scales, dequantize_reference
-from zipage.kernels.fp8_launch import FP8_PREFILL, Launch, check_no_fp8_operand, resolve_launch
+from zipage.kernels.fp8_launch import FP8_PREFILL, Launch, check_no_fp8_options, resolve_launch
 from zipage.kernels.fp8_tiles import attend_tiles
 from zipage.kernels.paged_tiles import LOG2E, dot_args, dot_operand
 
@@ -77,12 +77,14 @@ def _prefill_kernel(q_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
              + cols[None, :], o.to(out_ptr.dtype.element_ty), mask=io_mask)
 
 
-def _launch(head_dim_pad: int, quant: bool, q_dtype, cache_dtype, fp8_operand) -> Launch:
+def _launch(head_dim_pad: int, quant: bool, q_dtype, cache_dtype, fp8_operand,
+            fp8_v_in_registers) -> Launch:
     """Default launch; small tiles keep the interpreter quick."""
     if quant:
         operand = resolve_launch(FP8_PREFILL, q_dtype, fp8_operand).operand
     else:
-        check_no_fp8_operand(cache_dtype, fp8_operand)
+        check_no_fp8_options(cache_dtype, fp8_operand=fp8_operand,
+                             fp8_v_in_registers=fp8_v_in_registers)
         operand = cache_dtype
     if INTERPRET:
         return Launch(operand, tile_m=16, tile_n=16, num_warps=4, num_stages=1)
@@ -133,7 +135,7 @@ def paged_prefill_attention(q, k_cache, v_cache, block_tables, cu_seqlens_q, con
     if T == 0 or num_seqs == 0 or max_q_len == 0:
         return out
     d_pad = max(16, next_pow2(D))
-    launch = _launch(d_pad, quant, q.dtype, k_cache.dtype, fp8_operand)
+    launch = _launch(d_pad, quant, q.dtype, k_cache.dtype, fp8_operand, fp8_v_in_registers)
     tm, tn = tile_m or launch.tile_m, tile_n or launch.tile_n
     group = H_q // H_kv
     _prefill_kernel[(cdiv(max_q_len * group, tm), num_seqs, H_kv)](
