@@ -107,7 +107,11 @@ def read_hub(hf: HFSource, task: str, required: tuple[str, ...]) -> list[dict]:
     except ImportError:
         raise DataError("loading from the hub needs `pip install datasets`; "
                         "or pass data_dir=../shared/datasets") from None
-    ds = datasets.load_dataset(hf.path, hf.name, split=hf.split, revision=hf.revision)
+    try:
+        ds = datasets.load_dataset(hf.path, hf.name, split=hf.split, revision=hf.revision)
+    except Exception as e:  # noqa: BLE001 - offline, unknown repository or revision, ...
+        raise DataError(f"task {task!r}: could not load {hf.path}@{hf.revision} from the hub "
+                        f"({type(e).__name__}: {str(e)[:300]}); or pass data_dir=...") from None
     rows, ids = [], UniqueIds()
     for i, rec in enumerate(ds):
         row = {hf.columns.get(k, k): v for k, v in rec.items()}

@@ -11,6 +11,7 @@ import time
 import torch
 
 from zipage import LLM, SamplingParams
+from zipage.llm import load_engine_tokenizer
 
 
 def memoise_gguf(checkpoint_tensors):
@@ -45,20 +46,21 @@ def cache_model_loading() -> None:
 
 
 def warm() -> None:
-    """A worker's start: memoise and parse the model once, before its first task."""
+    """A worker's start: memoise and parse the model once, before its first task (one small
+    CPU engine, so its first timed task does not pay for the parse)."""
     torch.set_num_threads(1)
     cache_model_loading()
     import os
-    load_tokenizer(os.environ.get("ZIPAGE_FIDELITY_MODEL", "smollm2-135m"))
-
-
-def load_tokenizer(model: str):
-    """The engine's tokenizer (llm.tokenizer); builds one small CPU engine (loading is memoised)."""
-    llm = LLM(model, device="cpu", kv_cache_tokens=256, block_size=16, max_num_seqs=1)
-    tok = llm.tokenizer
+    llm = LLM(os.environ.get("ZIPAGE_FIDELITY_MODEL", "smollm2-135m"), device="cpu",
+              kv_cache_tokens=256, block_size=16, max_num_seqs=1)
     llm.shutdown()
     del llm
     gc.collect()
+
+
+def load_tokenizer(model: str):
+    """The engine's tokenizer (llm.tokenizer), without loading the weights."""
+    tok = load_engine_tokenizer(model, device="cpu")
     if tok is None:
         raise RuntimeError(f"{model} has no tokenizer")
     return tok

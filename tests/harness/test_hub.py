@@ -11,7 +11,7 @@ import datasets
 import pytest
 
 from conftest import ROOT
-from tasks.base import HFSource
+from tasks.base import DataError, HFSource
 from tasks.prepare import hf_source
 from tasks.prepare import task_from_config
 
@@ -91,3 +91,14 @@ def test_livecodebench_hub_path_yields_the_jsonl_problems(tmp_path, load_calls):
     assert [p.id for p in hub] == [p.id for p in local]
     assert [p.meta["lcb"] for p in hub] == [p.meta["lcb"] for p in local]  # tests included
     assert sum(p.meta["lcb"].num_public for p in hub) > len(hub)
+
+
+@pytest.mark.parametrize("name", ["amc23", "livecodebench"])
+def test_an_unreachable_hub_is_a_clear_error(name, monkeypatch):
+    """What a user without network sees (simulated: the real call would wait on retries)."""
+    def offline(*args, **kwargs):
+        raise ConnectionError("Couldn't reach 'https://huggingface.co' (offline)")
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    task = task_from_config(task_config(name))
+    with pytest.raises(DataError, match=r"could not load .*@0123abcd.*offline"):
+        task.load(None, None, hf=HFSource(path="someone/some-set", revision="0123abcd"))
