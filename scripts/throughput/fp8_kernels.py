@@ -11,8 +11,9 @@ decode (a) 512 rows x 2048 keys, (b) 64 rows x 16384 keys; K/V quantised from ra
 normals with per-token magnitudes, blocks in random order in a pool of exactly the blocks
 read (GBs, far beyond L2). Each variant: median of triton.testing.do_bench, output checked
 once against the PyTorch reference (max |error| / max |reference|).
-The former FP8 V path (fp8_v_in_registers=False: V's weights on P, V read from shared memory
-a byte at a time) is timed at the default launch, next to the default.
+The other FP8 V path (fp8_v_in_registers: V's weighted operand made in registers, or V's
+weights on P and V read from shared memory a byte at a time) is timed at the default launch,
+next to the default; the search runs the default V path.
 Search (default): operand x tile_n x num_warps at 3 stages and the default split count, then
 num_stages, then num_splits for the best; --full-grid times the whole product (slow).
 The best variant per shape is what fp8_launch.FP8_DECODE should hold.
@@ -27,7 +28,8 @@ import torch
 
 OPERANDS = {"f16": torch.float16, "bf16": torch.bfloat16}
 GRID = dict(operand=("f16", "bf16"), tile_n=(64, 128, 256), num_warps=(4, 8),
-            num_stages=(2, 3, 4), num_splits=(None, 1, 2, 4, 8))  # None: default_num_splits
+            num_stages=(2, 3, 4), num_splits=(None, 1, 2, 4, 8),  # None: default_num_splits
+            v_in_registers=(False, True))
 GPU_SHAPES = {"a": (512, 2048), "b": (64, 16384)}  # rows x context
 GPU = dict(H_q=32, H_kv=8, D=128, bs=256)
 SMOKE = dict(H_q=8, H_kv=2, D=32, bs=16)
@@ -94,12 +96,14 @@ def decode_rows(name, rows, ctx, dims, copy, args, device):
     reference["fp8"] = decode_reference(q, *fp8[:2], fp8[4], lens, *fp8[2:4])
     op_name = {v: k for k, v in OPERANDS.items()}[FP8_DECODE.operand]
     default = dict(operand=op_name, tile_n=FP8_DECODE.tile_n, num_warps=FP8_DECODE.num_warps,
-                   num_stages=FP8_DECODE.num_stages, num_splits=None)
+                   num_stages=FP8_DECODE.num_stages, num_splits=None,
+                   v_in_registers=FP8_DECODE.v_in_registers)
     if args.cpu_smoke:
         run("fp8", fp8, dict(default, tile_n=16, num_splits=2))
         return results
     run("fp8", fp8, dict(default, label="default"))
-    run("fp8", fp8, dict(default, v_in_registers=False, label="former V path"))
+    run("fp8", fp8, dict(default, v_in_registers=not FP8_DECODE.v_in_registers,
+                         label="the other V path"))
     if args.full_grid:
         for combo in itertools.product(*GRID.values()):
             run("fp8", fp8, dict(zip(GRID, combo)))
@@ -114,7 +118,8 @@ def decode_rows(name, rows, ctx, dims, copy, args, device):
                                                 GRID["num_warps"])]
     if best(stage) is None:
         return results
-    pick = {key: best(stage)[key] for key in ("operand", "tile_n", "num_warps")}
+    pick = {key: best(stage)[key] for key in ("operand", "tile_n", "num_warps",
+                                              "v_in_registers")}
     stage += [run("fp8", fp8, dict(pick, num_stages=st, num_splits=None))
               for st in GRID["num_stages"] if st != 3]
     pick["num_stages"] = best(stage)["num_stages"]
@@ -126,12 +131,13 @@ def decode_rows(name, rows, ctx, dims, copy, args, device):
 def print_row(row):
     what = row["kind"] if row["kind"] == "bf16" else (
         f"fp8 {row['operand']:<4} tile {row['tile_n']:>3} warps {row['num_warps']} "
-        f"stages {row['num_stages']} splits {row['splits']:>2}"
+        f"stages {row['num_stages']} splits {row['splits']:>2} "
+        f"V {'regs' if row['v_in_registers'] else 'bytes'}"
         + (f" ({row['label']})" if row.get("label") else ""))
     if "error" in row:
-        print(f"  {what:<58} {row['error']}", flush=True)
+        print(f"  {what:<66} {row['error']}", flush=True)
         return
-    print(f"  {what:<58} {row['ms']:8.3f} ms {row['gbps']:8.1f} GB/s "
+    print(f"  {what:<66} {row['ms']:8.3f} ms {row['gbps']:8.1f} GB/s "
           f"{row['pct_roofline']:5.1f}% of its byte roofline  err {row['rel_err']:.1e}",
           flush=True)
 
@@ -161,7 +167,7 @@ def other_rows(dims, args, device):
                 q, k, v, *args_p, k_scale=ks, v_scale=vs, fp8_v_in_registers=v_path)
             ms = bench_ms(call, args.cpu_smoke)
             rows.append(dict(workload=f"prefill {seqs} x {new} new over {cached} cached",
-                             kind=kind if v_path is None else "fp8, former V path", ms=ms,
+                             kind=kind if v_path is None else "fp8, V as bytes", ms=ms,
                              tflops=flop / ms / 1e9, rel_err=rel_err(call(), ref)))
         del k, v, ks, vs
         k, _, ks, _, table = paged_pool(reqs, n, H_kv, D, bs, kind == "fp8", device, layers=L)

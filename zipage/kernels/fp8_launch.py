@@ -66,7 +66,7 @@ def check_no_fp8_options(cache_dtype: torch.dtype, **options) -> None:
 def launch_for(quant: bool, fp8_default: Launch, default: Launch, q_dtype: torch.dtype,
                cache_dtype: torch.dtype, fp8_operand=None, **overrides) -> Launch:
     """The launch of a kernel over an FP8 cache (quant) or a full-precision one, whose
-    operand is the cache dtype; fp8_operand is refused for the latter."""
+    operand is the cache dtype; fp8_operand and v_in_registers are refused for the latter."""
     if quant:
         return resolve_launch(fp8_default, q_dtype, fp8_operand, **overrides)
     check_no_fp8_options(cache_dtype, fp8_operand=fp8_operand,

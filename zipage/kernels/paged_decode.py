@@ -150,7 +150,8 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
     tile_n, num_warps, num_stages: launch overrides (keys per tile; defaults 64, 4, 2, or
                   fp8_launch.FP8_DECODE for an fp8 cache).
     fp8_operand:  dot operand type of an fp8 cache's tiles (fp8_launch.py); None: default.
-    fp8_v_in_registers: False takes the former FP8 V path (benchmarks); None: default.
+    fp8_v_in_registers: an fp8 cache's V operand made in registers (True) or read as bytes
+                  with the weights on P (False); None: the default (fp8_launch.py).
     Returns out (B, H_q, D) in q.dtype. No host sync: CUDA-graph capturable.
     """
     if not use_triton(q):

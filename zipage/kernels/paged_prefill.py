@@ -115,7 +115,8 @@ def paged_prefill_attention(q, k_cache, v_cache, block_tables, cu_seqlens_q, con
                   holds tile_m (query, head) rows, tile_m // G query tokens.
     k/v_scale:    float32 (NB, b, H_kv) for an fp8 cache, else None.
     fp8_operand:  dot operand type of an fp8 cache's tiles (fp8_launch.py); None: default.
-    fp8_v_in_registers: False takes the former FP8 V path (benchmarks); None: default.
+    fp8_v_in_registers: an fp8 cache's V operand made in registers (True) or read as bytes
+                  with the weights on P (False); None: the default (fp8_launch.py).
     """
     if not use_triton(q):
         return paged_prefill_attention_reference(q, k_cache, v_cache, block_tables,
