@@ -11,9 +11,9 @@ decode (a) 512 rows x 2048 keys, (b) 64 rows x 16384 keys; K/V quantised from ra
 normals with per-token magnitudes, blocks in random order in a pool of exactly the blocks
 read (GBs, far beyond L2). Each variant: median of triton.testing.do_bench, output checked
 once against the PyTorch reference (max |error| / max |reference|).
-The other FP8 V path (fp8_v_in_registers: V's weighted operand made in registers, or V's
-weights on P and V read from shared memory a byte at a time) is timed at the default launch,
-next to the default; the search runs the default V path.
+V paths: the engine's FP8 V cache is stored transposed per block (fp8.transposed_v_view), the
+default; V in rows, read as bytes (the former default) or made in registers, is timed at the
+default launch next to it; the search runs the default V path.
 Search (default): operand x tile_n x num_warps at 3 stages and the default split count, then
 num_stages, then num_splits for the best; --full-grid times the whole product (slow).
 The best variant per shape is what fp8_launch.FP8_DECODE should hold.
@@ -29,7 +29,7 @@ import torch
 OPERANDS = {"f16": torch.float16, "bf16": torch.bfloat16}
 GRID = dict(operand=("f16", "bf16"), tile_n=(64, 128, 256), num_warps=(4, 8),
             num_stages=(2, 3, 4), num_splits=(None, 1, 2, 4, 8),  # None: default_num_splits
-            v_in_registers=(False, True))
+            v_path=("transposed", "bytes", "registers"))
 GPU_SHAPES = {"a": (512, 2048), "b": (64, 16384)}  # rows x context
 GPU = dict(H_q=32, H_kv=8, D=128, bs=256)
 SMOKE = dict(H_q=8, H_kv=2, D=32, bs=16)
@@ -41,6 +41,7 @@ from scripts.throughput.fp8_kernel_parts import (bench_ms, copy_gbps, decode_ref
 
 
 def decode_rows(name, rows, ctx, dims, copy, args, device):
+    from zipage.kernels.fp8 import transposed_v_view
     from zipage.kernels.fp8_launch import FP8_DECODE
     from zipage.kernels.paged_decode import (decode_scratch, default_num_splits,
                                              paged_decode_attention)
@@ -51,6 +52,7 @@ def decode_rows(name, rows, ctx, dims, copy, args, device):
     workload = f"decode ({name}) {rows} rows x {ctx} keys, H {H_q}/{H_kv}, D {D}, block {bs}"
     out = torch.empty_like(q)
     results, seen = [], {}
+    transposed = []  # the FP8 V cache in the engine's layout (fp8.transposed_v_view)
 
     def run(kind, cache, variant):
         key = (kind, *sorted((k_, str(v_)) for k_, v_ in variant.items() if k_ != "label"))
@@ -63,8 +65,12 @@ def decode_rows(name, rows, ctx, dims, copy, args, device):
         kw = {key: val for key, val in variant.items() if key not in ("num_splits", "label")}
         if "operand" in kw:
             kw["fp8_operand"] = OPERANDS[kw.pop("operand")]
-        if "v_in_registers" in kw:
-            kw["fp8_v_in_registers"] = kw.pop("v_in_registers")
+        if "v_path" in kw:  # the engine's V stored transposed, or V in rows (bytes / registers)
+            v_path = kw.pop("v_path")
+            if v_path == "transposed":
+                k, v = cache[0], transposed[0]
+            else:
+                kw["fp8_v_in_registers"] = v_path == "registers"
 
         def call():
             return paged_decode_attention(q, k, v, table, lens, D ** -0.5, splits, out,
@@ -94,16 +100,16 @@ def decode_rows(name, rows, ctx, dims, copy, args, device):
     del bf16
     fp8 = paged_pool(rows, ctx, H_kv, D, bs, True, device)
     reference["fp8"] = decode_reference(q, *fp8[:2], fp8[4], lens, *fp8[2:4])
+    transposed.append(transposed_v_view(torch.empty_like(fp8[1])).copy_(fp8[1]))
     op_name = {v: k for k, v in OPERANDS.items()}[FP8_DECODE.operand]
     default = dict(operand=op_name, tile_n=FP8_DECODE.tile_n, num_warps=FP8_DECODE.num_warps,
-                   num_stages=FP8_DECODE.num_stages, num_splits=None,
-                   v_in_registers=FP8_DECODE.v_in_registers)
+                   num_stages=FP8_DECODE.num_stages, num_splits=None, v_path="transposed")
     if args.cpu_smoke:
         run("fp8", fp8, dict(default, tile_n=16, num_splits=2))
         return results
     run("fp8", fp8, dict(default, label="default"))
-    run("fp8", fp8, dict(default, v_in_registers=not FP8_DECODE.v_in_registers,
-                         label="the other V path"))
+    run("fp8", fp8, dict(default, v_path="bytes", label="V in rows, the former default"))
+    run("fp8", fp8, dict(default, v_path="registers", label="V in rows, made in registers"))
     if args.full_grid:
         for combo in itertools.product(*GRID.values()):
             run("fp8", fp8, dict(zip(GRID, combo)))
@@ -118,8 +124,7 @@ def decode_rows(name, rows, ctx, dims, copy, args, device):
                                                 GRID["num_warps"])]
     if best(stage) is None:
         return results
-    pick = {key: best(stage)[key] for key in ("operand", "tile_n", "num_warps",
-                                              "v_in_registers")}
+    pick = {key: best(stage)[key] for key in ("operand", "tile_n", "num_warps", "v_path")}
     stage += [run("fp8", fp8, dict(pick, num_stages=st, num_splits=None))
               for st in GRID["num_stages"] if st != 3]
     pick["num_stages"] = best(stage)["num_stages"]
@@ -132,7 +137,7 @@ def print_row(row):
     what = row["kind"] if row["kind"] == "bf16" else (
         f"fp8 {row['operand']:<4} tile {row['tile_n']:>3} warps {row['num_warps']} "
         f"stages {row['num_stages']} splits {row['splits']:>2} "
-        f"V {'regs' if row['v_in_registers'] else 'bytes'}"
+        f"V {row['v_path']}"
         + (f" ({row['label']})" if row.get("label") else ""))
     if "error" in row:
         print(f"  {what:<66} {row['error']}", flush=True)
@@ -146,6 +151,7 @@ def other_rows(dims, args, device):
     """Prefill over a paged prefix and the compression score, bf16 vs fp8 (default launch)."""
     from zipage.kernels import paged_prefill_attention, paged_prefill_attention_reference
     from zipage.kernels.attention_score import attention_score, attention_score_reference
+    from zipage.kernels.fp8 import transposed_v_view
     H_q, H_kv, D, bs = dims["H_q"], dims["H_kv"], dims["D"], dims["bs"]
     seqs, new, cached = (2, 8, 24) if args.cpu_smoke else (8, 512, 4096)
     cu = torch.arange(seqs + 1, dtype=torch.int32, device=device) * new
@@ -162,13 +168,18 @@ def other_rows(dims, args, device):
         k, v, ks, vs, table = paged_pool(seqs, cached + new, H_kv, D, bs, kind == "fp8", device)
         args_p = (table, cu, lens, new, D ** -0.5)
         ref = paged_prefill_attention_reference(q, k, v, *args_p, k_scale=ks, v_scale=vs)
-        for v_path in ((None, False) if kind == "fp8" else (None,)):
+        paths = {"bf16": (None,), "fp8": ("transposed", "registers", "bytes")}[kind]
+        vt = transposed_v_view(torch.empty_like(v)).copy_(v) if kind == "fp8" else None
+        for v_path in paths:  # fp8: the engine's V stored transposed, or V in rows
+            in_rows = v_path in ("registers", "bytes")
             call = lambda: paged_prefill_attention(  # noqa: E731
-                q, k, v, *args_p, k_scale=ks, v_scale=vs, fp8_v_in_registers=v_path)
+                q, k, v if in_rows else vt if kind == "fp8" else v, *args_p, k_scale=ks,
+                v_scale=vs, fp8_v_in_registers=(v_path == "registers") if in_rows else None)
             ms = bench_ms(call, args.cpu_smoke)
             rows.append(dict(workload=f"prefill {seqs} x {new} new over {cached} cached",
-                             kind=kind if v_path is None else "fp8, V as bytes", ms=ms,
+                             kind=kind if v_path is None else f"fp8, V {v_path}", ms=ms,
                              tflops=flop / ms / 1e9, rel_err=rel_err(call(), ref)))
+        del vt
         del k, v, ks, vs
         k, _, ks, _, table = paged_pool(reqs, n, H_kv, D, bs, kind == "fp8", device, layers=L)
         sargs = (qc, torch.arange(reqs, **i32), table, torch.full((reqs,), n, **i32), window)

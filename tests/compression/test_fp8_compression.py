@@ -9,7 +9,8 @@ from compression_scene import MIXED, expected_compaction, make_scene, random_kee
 from zipage.compression import REFERENCE_OPS, TRITON_OPS, CompressionConfig, compress_batch
 from zipage.kernels.attention_score import attention_score, attention_score_reference
 from zipage.kernels.compact_kv import compact, compact_reference
-from zipage.kernels.fp8 import FP8_DTYPE, dequantize_reference, quantize_reference
+from zipage.kernels.fp8 import (FP8_DTYPE, dequantize_reference, quantize_reference,
+                               transposed_v_view)
 from zipage.kernels.key_redundancy import redundancy, redundancy_reference
 
 
@@ -59,9 +60,12 @@ def _bits(t):
     return t.view(torch.uint8) if t.dtype == FP8_DTYPE else t
 
 
+@pytest.mark.parametrize("v_layout", ["rows", "transposed"])  # transposed: the engine's V
 @pytest.mark.parametrize("fn", [compact, compact_reference])
-def test_compact_moves_scales(triton_cpu, fn):
+def test_compact_moves_scales(triton_cpu, fn, v_layout):
     sc, k8, ks, v8, vs = _fp8_scene()
+    if v_layout == "transposed":
+        v8 = transposed_v_view(torch.empty_like(v8)).copy_(v8)
     keep, S = random_keep(sc)
     bt = sc.batch
     got = [t.clone() for t in (k8, v8, ks, vs)] + [sc.sc.clone()]
@@ -69,7 +73,8 @@ def test_compact_moves_scales(triton_cpu, fn):
        k_scale=got[2], v_scale=got[3])
     # expected: the same moves on the dequantised caches and on the scales (as D = 1 rows)
     k_exp, v_exp, cache_exp = expected_compaction(
-        replace(sc, k=dequantize_reference(k8, ks), v=dequantize_reference(v8, vs)), keep, S)
+        replace(sc, k=dequantize_reference(k8, ks),
+                v=dequantize_reference(v8, vs).contiguous()), keep, S)
     ks_exp, vs_exp, _ = expected_compaction(replace(sc, k=ks[..., None], v=vs[..., None]),
                                             keep, S)
     for g, w in ((got[2], ks_exp[..., 0]), (got[3], vs_exp[..., 0]), (got[4], cache_exp),

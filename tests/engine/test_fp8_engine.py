@@ -7,7 +7,7 @@ import torch
 from tests.engine.tiny_models import random_prompts, tiny_checkpoint
 from zipage import LLM, SamplingParams
 from zipage.config import EngineConfig
-from zipage.kernels.fp8 import FP8_DTYPE
+from zipage.kernels.fp8 import FP8_DTYPE, is_v_transposed
 from zipage.sim.shapes import model_spec
 from zipage.worker.memory import plan_kv_pool
 
@@ -31,6 +31,9 @@ def test_fp8_full_kv_is_close_to_full_precision(folder):
     auto = LLM(folder, device="cpu", block_size=B, kv_cache_tokens=1024)
     fp8 = LLM(folder, device="cpu", block_size=B, kv_cache_tokens=1024, kv_cache_dtype="fp8")
     assert fp8.runner.kv_cache.dtype == FP8_DTYPE and auto.runner.kv_scale is None
+    # FP8 V is stored transposed per block (fp8.transposed_v_view), bf16/fp32 V as K
+    assert is_v_transposed(fp8.runner.v_cache) and not is_v_transposed(fp8.runner.k_cache)
+    assert not is_v_transposed(auto.runner.v_cache)
     assert fp8.runner.kv_scale.shape == fp8.runner.kv_cache.shape[:-1]
     ref, got = _forced(auto, prompts, texts), _forced(fp8, prompts, texts)
     diff = (got - ref).abs()  # log p of random tokens (about -6) of a random tiny model
@@ -45,7 +48,8 @@ def test_fp8_compression_moves_scales_with_values(folder):
     original, seen = compressor.run, []
 
     def values(slots):  # dequantised K/V of flat slots, all layers
-        kv = runner.kv_cache.flatten(2, 3)[:, :, slots].float()
+        kv = torch.stack([runner.k_cache.float(), runner.v_cache.float()])  # V: transposed
+        kv = kv.flatten(2, 3)[:, :, slots]
         return kv * runner.kv_scale.flatten(2, 3)[:, :, slots, :, None]
 
     def checked_run(tasks):

@@ -15,7 +15,7 @@ from tests.engine.tiny_models import random_prompts, tiny_checkpoint
 from tests.gpu.test_compression_kernels import _assert_mostly_close, engine_mix
 from tests.kernels.kernel_testlib import (assert_fp8_close, cuda_kernels,  # noqa: F401
                                           decode_batch, fp8_cache, prefill_batch,
-                                          quantize_paged)
+                                          quantize_paged, v_transposed)
 from zipage import LLM, SamplingParams
 from zipage.compression import REFERENCE_OPS, TRITON_OPS, CompressionConfig, score_layers
 from zipage.kernels import (paged_decode_attention, paged_decode_attention_reference,
@@ -35,9 +35,10 @@ def _bits(t):
     return t.view(torch.uint8) if t.dtype == FP8_DTYPE else t
 
 
+@pytest.mark.parametrize("v_layout", ["rows", "transposed"])
 @pytest.mark.parametrize("N,H,D,bs,src", [(4096, 8, 128, 256, BF16), (1000, 3, 64, 16,
                                                                       torch.float32)])
-def test_store_kv_fp8_bit_exact(cuda_kernels, N, H, D, bs, src):
+def test_store_kv_fp8_bit_exact(cuda_kernels, N, H, D, bs, src, v_layout):
     NB = -(-N // bs) + 2
     qkv = (torch.randn(N, 3 * H * D, device="cuda") * 4).to(src)
     key, value = (qkv[:, i * H * D:(i + 1) * H * D].view(N, H, D) for i in (1, 2))
@@ -45,6 +46,8 @@ def test_store_kv_fp8_bit_exact(cuda_kernels, N, H, D, bs, src):
     slots[::7] = -1
     got = [*quantize_paged(torch.randn(NB, bs, H, D, device="cuda")),
            *quantize_paged(torch.randn(NB, bs, H, D, device="cuda"))]
+    if v_layout == "transposed":
+        got[2] = v_transposed(got[2])
     want = [t.clone() for t in got]
     store_kv(key, value, got[0], got[2], slots, got[1], got[3])
     store_kv_reference(key, value, want[0], want[2], slots, want[1], want[3])
@@ -52,13 +55,16 @@ def test_store_kv_fp8_bit_exact(cuda_kernels, N, H, D, bs, src):
         assert torch.equal(_bits(g), _bits(w))
 
 
+@pytest.mark.parametrize("v_layout", ["rows", "transposed"])  # transposed: the engine's
 @pytest.mark.parametrize("B,G,H_kv,D,bs,longest", [(128, 4, 8, 128, 256, 2304),
                                                     (64, 3, 3, 64, 16, 2048)])
-def test_decode_fp8(cuda_kernels, B, G, H_kv, D, bs, longest):
+def test_decode_fp8(cuda_kernels, B, G, H_kv, D, bs, longest, v_layout):
     ctx = torch.randint(1, longest + 1, (B,)).tolist()
     ctx[0], ctx[-1] = longest, 0
     q, k, v, table, lens = decode_batch(ctx, G, H_kv, D, bs, BF16, device="cuda")
     (kc, ks), (vc, vs) = quantize_paged(k), quantize_paged(v)
+    if v_layout == "transposed":
+        vc = v_transposed(vc)
     out = paged_decode_attention(q, kc, vc, table, lens, D ** -0.5, k_scale=ks, v_scale=vs)
     ref = paged_decode_attention_reference(q, kc, vc, table, lens, D ** -0.5, k_scale=ks,
                                            v_scale=vs)
@@ -68,20 +74,24 @@ def test_decode_fp8(cuda_kernels, B, G, H_kv, D, bs, longest):
 @pytest.mark.parametrize("seqs,G,H_kv,D,bs", [([(2048, 2048), (37, 300), (1, 260), (0, 9)],
                                                 4, 8, 128, 256),
                                                ([(300, 300), (64, 500)], 3, 3, 64, 16)])
-def test_prefill_fp8(cuda_kernels, seqs, G, H_kv, D, bs):
+@pytest.mark.parametrize("v_layout", ["rows", "transposed"])
+def test_prefill_fp8(cuda_kernels, seqs, G, H_kv, D, bs, v_layout):
     q, k, v, table, cu, ctx, _ = prefill_batch(seqs, G, H_kv, D, bs, BF16, device="cuda")
     (kc, ks), (vc, vs) = quantize_paged(k), quantize_paged(v)
+    if v_layout == "transposed":
+        vc = v_transposed(vc)
     args = (table, cu, ctx, max(n for n, _ in seqs), D ** -0.5)
     out = paged_prefill_attention(q, kc, vc, *args, k_scale=ks, v_scale=vs)
     ref = paged_prefill_attention_reference(q, kc, vc, *args, k_scale=ks, v_scale=vs)
     assert_fp8_close(out, ref, torch.float16, vc, vs)
 
 
-@pytest.mark.parametrize("rows,longest,operand,splits,v_in_registers", [
-    (512, 2048, torch.float16, None, True), (512, 2048, BF16, None, True),
-    (64, 16384, torch.float16, None, True), (64, 16384, torch.float16, 8, True),
-    (64, 16384, BF16, 3, True), (512, 2048, torch.float16, None, False)])
-def test_decode_fp8_qwen3_shapes(cuda_kernels, rows, longest, operand, splits, v_in_registers):
+@pytest.mark.parametrize("rows,longest,operand,splits,v_path", [
+    (512, 2048, torch.float16, None, "transposed"), (512, 2048, BF16, None, "transposed"),
+    (64, 16384, torch.float16, None, "transposed"), (64, 16384, torch.float16, 8, "transposed"),
+    (64, 16384, BF16, 3, "transposed"), (512, 2048, torch.float16, None, "registers"),
+    (512, 2048, torch.float16, None, "bytes")])
+def test_decode_fp8_qwen3_shapes(cuda_kernels, rows, longest, operand, splits, v_path):
     """The sweep's shapes (Qwen3-8B layer: H_q 32, H_kv 8, D 128, block 256), ragged
     contexts with an empty row, output and split scratch poisoned with NaN; tolerance of
     kernel_testlib.assert_fp8_close (bf16 queries are exact in either operand type)."""
@@ -90,6 +100,9 @@ def test_decode_fp8_qwen3_shapes(cuda_kernels, rows, longest, operand, splits, v
     q, k, v, table, lens = decode_batch(ctx, 4, 8, 128, 256, BF16, device="cuda")
     (kc, ks), (vc, vs) = fp8_cache(k), fp8_cache(v)
     del k, v
+    v_in_registers = {"registers": True, "bytes": False, "transposed": None}[v_path]
+    if v_path == "transposed":
+        vc = v_transposed(vc)
     out = torch.full_like(q, float("nan"))
     scratch = None if splits is None else tuple(
         t.fill_(float("nan")) for t in decode_scratch(rows, 32, 128, splits, q.device))
@@ -103,12 +116,15 @@ def test_decode_fp8_qwen3_shapes(cuda_kernels, rows, longest, operand, splits, v
     assert torch.count_nonzero(out[-1]) == 0
 
 
-def test_prefill_fp8_paged_prefix(cuda_kernels):
+@pytest.mark.parametrize("v_layout", ["rows", "transposed"])
+def test_prefill_fp8_paged_prefix(cuda_kernels, v_layout):
     """8 x 512 new tokens over 4096 cached (the sweep's prefill), Qwen3-8B layer, default
     launch (fp8_launch.FP8_PREFILL), output poisoned."""
     q, k, v, table, cu, ctx, _ = prefill_batch([(512, 4608)] * 7 + [(100, 700)], 4, 8, 128,
                                                256, BF16, device="cuda")
     (kc, ks), (vc, vs) = fp8_cache(k), fp8_cache(v)
+    if v_layout == "transposed":
+        vc = v_transposed(vc)
     args = (table, cu, ctx, 512, 128 ** -0.5)
     out = torch.full_like(q, float("nan"))
     paged_prefill_attention(q, kc, vc, *args, out=out, k_scale=ks, v_scale=vs)

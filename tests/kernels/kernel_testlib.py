@@ -138,3 +138,15 @@ def quantize_paged(cache):
     q_store, s_store = q_store.to(FP8_DTYPE), s_store
     q_store[1:-1], s_store[1:-1] = q, s
     return q_store[1:-1], s_store[1:-1]
+
+
+def v_transposed(cache):
+    """An fp8 (NB, b, H, D) cache copied into fp8.transposed_v_view's layout (the engine's FP8
+    V cache), inside NaN guards like quantize_paged's."""
+    from zipage.kernels.fp8 import FP8_DTYPE, transposed_v_view
+    store = torch.full((cache.shape[0] + 2, *cache.shape[1:]), float("nan"),
+                       device=cache.device).to(FP8_DTYPE)
+    view = transposed_v_view(store)[1:-1]
+    view.copy_(cache)
+    assert torch.equal(view.view(torch.uint8), cache.view(torch.uint8))
+    return view

@@ -12,7 +12,7 @@ weight fails by orders of magnitude.
 import pytest
 import torch
 from kernel_testlib import (BF16, F16, F32, assert_fp8_close, decode_batch, fp8_cache,
-                            prefill_batch, quantize_paged)
+                            prefill_batch, quantize_paged, v_transposed)
 
 from zipage.kernels import (paged_decode_attention, paged_decode_attention_reference,
                             paged_prefill_attention, paged_prefill_attention_reference)
@@ -38,10 +38,14 @@ def operand_of(fp8_operand, q_dtype):
     (64, 8, 1, 64, 4, 32, F32, F16),      # group of 8, two tiles per block
     (16, 2, 2, 64, None, None, BF16, None),  # default splits and tile (128 keys)
 ])
-def test_decode_fp8(triton_cpu, bs, G, H_kv, D, splits, tile_n, q_dtype, fp8_operand):
+@pytest.mark.parametrize("v_layout", ["rows", "transposed"])  # transposed: the engine's
+def test_decode_fp8(triton_cpu, bs, G, H_kv, D, splits, tile_n, q_dtype, fp8_operand,
+                    v_layout):
     q, k, v, table, ctx = decode_batch(CTX, G, H_kv, D, bs)
     q = (3 * q).to(q_dtype)
     (kc, ks), (vc, vs) = fp8_cache(k), fp8_cache(v)
+    if v_layout == "transposed":
+        vc = v_transposed(vc)
     B, H_q = len(CTX), G * H_kv
     out = torch.full((B, H_q, D), float("nan"), dtype=q_dtype)  # every row must be written
     scratch = None
@@ -58,7 +62,8 @@ def test_decode_fp8(triton_cpu, bs, G, H_kv, D, splits, tile_n, q_dtype, fp8_ope
     assert torch.count_nonzero(out[0]) == 0  # context 0 -> zeros
 
 
-@pytest.mark.parametrize("v_in_registers", [True, False])
+# V in rows made in registers or read as bytes, or V stored transposed (the engine's)
+@pytest.mark.parametrize("v_path", ["registers", "bytes", "transposed"])
 @pytest.mark.parametrize("bs,G,H_kv,D,tile_m,tile_n,q_dtype,fp8_operand", [
     (16, 2, 2, 64, 16, 16, F32, None),
     (16, 4, 2, 64, 16, 16, BF16, None),   # f16 default
@@ -68,10 +73,13 @@ def test_decode_fp8(triton_cpu, bs, G, H_kv, D, splits, tile_n, q_dtype, fp8_ope
     (64, 4, 2, 128, None, None, BF16, None),  # default launch (compiled: FP8_PREFILL)
 ])
 def test_prefill_fp8(triton_cpu, bs, G, H_kv, D, tile_m, tile_n, q_dtype, fp8_operand,
-                     v_in_registers):
+                     v_path):
     q, k, v, table, cu, ctx, _ = prefill_batch(PREFIX, G, H_kv, D, bs)
     q = (3 * q).to(q_dtype)
     (kc, ks), (vc, vs) = fp8_cache(k), fp8_cache(v)
+    v_in_registers = {"registers": True, "bytes": False, "transposed": None}[v_path]
+    if v_path == "transposed":
+        vc = v_transposed(vc)
     args = (table, cu, ctx, max(n for n, _ in PREFIX), D ** -0.5)
     out = torch.full_like(q, float("nan"))
     paged_prefill_attention(q, kc, vc, *args, out=out, tile_m=tile_m, tile_n=tile_n,
@@ -83,24 +91,29 @@ def test_prefill_fp8(triton_cpu, bs, G, H_kv, D, tile_m, tile_n, q_dtype, fp8_op
     assert_fp8_close(out, ref, operand, vc, vs)
 
 
-# (operand, tile_n, num_warps, num_stages, num_splits, V made in registers): every value of each axis of the
+# (operand, tile_n, num_warps, num_stages, num_splits, V path): every value of each axis of the
 # sweep's grid (scripts/throughput/fp8_kernels.py) at least once, the default launch first, so
-# tests/test_triton_compile.py compiles them for sm_90 at the Qwen3-8B constants
-SWEEP_COVER = [(F16, 128, 4, 3, 1, True), (F16, 128, 4, 3, 2, True), (BF16, 64, 8, 2, 4, True),
-               (F16, 256, 8, 4, 1, True), (BF16, 256, 4, 2, 8, True), (F16, 64, 4, 4, 2, True),
-               (F16, 128, 4, 3, 1, False), (BF16, 64, 4, 3, 2, False)]  # False: the former V path
+# tests/test_triton_compile.py compiles them for sm_90 at the Qwen3-8B constants. V path:
+# "transposed" (the engine's V cache), or V in rows made in "registers" or read as "bytes"
+SWEEP_COVER = [(F16, 128, 4, 3, 1, "transposed"), (F16, 128, 4, 3, 8, "transposed"),
+               (BF16, 64, 8, 2, 2, "transposed"), (F16, 256, 4, 4, 4, "transposed"),
+               (F16, 128, 4, 3, 2, "registers"), (BF16, 64, 8, 2, 4, "registers"),
+               (F16, 256, 8, 4, 1, "registers"), (F16, 128, 4, 3, 1, "bytes"),
+               (BF16, 64, 4, 3, 2, "bytes")]
 
 
-@pytest.mark.parametrize("operand,tile_n,num_warps,num_stages,splits,v_in_registers",
-                         SWEEP_COVER)
+@pytest.mark.parametrize("operand,tile_n,num_warps,num_stages,splits,v_path", SWEEP_COVER)
 def test_decode_fp8_sweep_variants(triton_cpu, operand, tile_n, num_warps, num_stages, splits,
-                                   v_in_registers):
+                                   v_path):
     """Block 256, group 4, D 128 (Qwen3-8B per KV head); the interpreter ignores warps and
     stages, the sm_90 compile run does not."""
     ctx_lens = [0, 1, 255, 256, 300, 700]
     q, k, v, table, ctx = decode_batch(ctx_lens, 4, 2, 128, 256)
     q = q.to(BF16)
     (kc, ks), (vc, vs) = fp8_cache(k), fp8_cache(v)
+    v_in_registers = {"registers": True, "bytes": False, "transposed": None}[v_path]
+    if v_path == "transposed":
+        vc = v_transposed(vc)
     out = paged_decode_attention(q, kc, vc, table, ctx, 128 ** -0.5, num_splits=splits,
                                  tile_n=tile_n, num_warps=num_warps, num_stages=num_stages,
                                  k_scale=ks, v_scale=vs, fp8_operand=operand,
@@ -145,3 +158,8 @@ def test_fp8_options_are_checked(triton_cpu):
     q, k, v, table, cu, ctx_p, _ = prefill_batch(PREFIX, 2, 2, 64, 16)
     with pytest.raises(ValueError, match="fp8_v_in_registers: for an fp8 cache"):
         paged_prefill_attention(q, k, v, table, cu, ctx_p, 20, 0.125, fp8_v_in_registers=False)
+    # the V path of a cache in rows means nothing for V stored transposed: refused, not ignored
+    (kc, ks), (vc, vs) = quantize_paged(k), quantize_paged(v)
+    with pytest.raises(ValueError, match="for a V cache in rows; this one is transposed"):
+        paged_prefill_attention(q, kc, v_transposed(vc), table, cu, ctx_p, 20, 0.125,
+                                k_scale=ks, v_scale=vs, fp8_v_in_registers=True)

@@ -17,7 +17,7 @@ import torch
 
 from zipage.kernels._dispatch import next_pow2, tl, triton
 from zipage.kernels.block_tables import check_tables, flat_slots
-from zipage.kernels.fp8 import check_scales
+from zipage.kernels.fp8 import check_scales, v_layout
 from zipage.kernels.paged_tiles import paged_offsets
 
 _TILE = 64  # slots per chunk
@@ -27,11 +27,13 @@ _TILE = 64  # slots per chunk
 def _compact_kernel(k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr, keep_ptr, score_ptr,
                     score_cache_ptr,
                     block_tables_ptr, target_tables_ptr, phys_lens_ptr, stride_k_layer,
-                    stride_k_block, stride_k_slot, stride_k_head, stride_keep_layer,
+                    stride_k_block, stride_k_slot, stride_k_head, stride_v_head,
+                    stride_keep_layer,
                     stride_keep_req, stride_keep_head, stride_score_layer, stride_score_block,
                     stride_score_slot, stride_score_head, stride_table_row, stride_target_row,
                     HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr, SCORE: tl.constexpr,
-                    TILE: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, QUANT: tl.constexpr):
+                    TILE: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, QUANT: tl.constexpr,
+                    V_T: tl.constexpr):
     kv_head = tl.program_id(0)
     req = tl.program_id(1)
     layer = tl.program_id(2).to(tl.int64)
@@ -39,6 +41,7 @@ def _compact_kernel(k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr, keep_ptr
     cols = tl.arange(0, HEAD_DIM_PAD)
     col_ok = cols[None, :] < HEAD_DIM
     kv_head_offset = layer * stride_k_layer + kv_head * stride_k_head
+    v_head_offset = layer * stride_k_layer + kv_head * stride_v_head
     score_head_offset = layer * stride_score_layer + kv_head * stride_score_head
     table_row = block_tables_ptr + req * stride_table_row
     target_row = target_tables_ptr + req * stride_target_row
@@ -59,13 +62,24 @@ def _compact_kernel(k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr, keep_ptr
         moved = kept & (src != dst)  # a kept slot already in place needs no copy
         mask = moved[:, None] & col_ok
         k = tl.load(k_cache_ptr + src[:, None] + cols[None, :], mask=mask)
-        v = tl.load(v_cache_ptr + src[:, None] + cols[None, :], mask=mask)
+        if V_T:  # V stored transposed (fp8.transposed_v_view): tiles (D, slots)
+            v_src = v_head_offset + paged_offsets(table_row, j, j_ok, stride_k_block, 1,
+                                                  BLOCK_SIZE)
+            v_dst = v_head_offset + paged_offsets(target_row, p, kept, stride_k_block, 1,
+                                                  BLOCK_SIZE)
+            v_mask = moved[None, :] & (cols[:, None] < HEAD_DIM)
+            v = tl.load(v_cache_ptr + v_src[None, :] + cols[:, None] * BLOCK_SIZE, mask=v_mask)
+        else:
+            v = tl.load(v_cache_ptr + src[:, None] + cols[None, :], mask=mask)
         if QUANT:
             k_scale = tl.load(k_scale_ptr + src // HEAD_DIM, mask=moved)
             v_scale = tl.load(v_scale_ptr + src // HEAD_DIM, mask=moved)
         tl.debug_barrier()  # every load of the chunk lands before any store may overwrite it
         tl.store(k_cache_ptr + dst[:, None] + cols[None, :], k, mask=mask)
-        tl.store(v_cache_ptr + dst[:, None] + cols[None, :], v, mask=mask)
+        if V_T:
+            tl.store(v_cache_ptr + v_dst[None, :] + cols[:, None] * BLOCK_SIZE, v, mask=v_mask)
+        else:
+            tl.store(v_cache_ptr + dst[:, None] + cols[None, :], v, mask=mask)
         if QUANT:
             tl.store(k_scale_ptr + dst // HEAD_DIM, k_scale, mask=moved)
             tl.store(v_scale_ptr + dst // HEAD_DIM, v_scale, mask=moved)
@@ -81,7 +95,8 @@ def compact(k_cache, v_cache, keep, block_tables, target_tables, phys_lens, scor
             score_cache=None, k_scale=None, v_scale=None):
     """Move kept K/V (and scores) to target positions 0..K-1, in place (Triton).
 
-    k_cache, v_cache: (L, NB, b, H_kv, D), identical strides, last dim contiguous
+    k_cache, v_cache: (L, NB, b, H_kv, D), identical strides, last dim contiguous (an fp8
+                   V cache may be fp8.transposed_v_view's)
     keep:          uint8 (L, B, H_kv, n_max * b) contiguous, 1 = keep; the same count K per
                    (layer, request, head) and 0 at slots >= phys_len
     block_tables:  int32 (B, n_max) source tables, -1 padded;  phys_lens: int32 (B,)
@@ -92,8 +107,8 @@ def compact(k_cache, v_cache, keep, block_tables, target_tables, phys_lens, scor
     """
     L, NB, b, H, D = k_cache.shape
     check_tables(block_tables, phys_lens)
-    assert v_cache.shape == k_cache.shape and v_cache.stride() == k_cache.stride()
-    assert k_cache.stride(-1) == 1 and keep.is_contiguous() and keep.dtype == torch.uint8
+    v_transposed, stride_v_head = v_layout(k_cache, v_cache)
+    assert keep.is_contiguous() and keep.dtype == torch.uint8
     assert target_tables.dtype == torch.int32
     B = block_tables.shape[0]
     quant = check_scales(k_cache, k_scale) | check_scales(v_cache, v_scale)
@@ -104,9 +119,9 @@ def compact(k_cache, v_cache, keep, block_tables, target_tables, phys_lens, scor
     _compact_kernel[(H, B, L)](
         k_cache, v_cache, k_scale if quant else keep, v_scale if quant else keep, keep,
         score if with_score else keep, score_cache if with_score else keep, block_tables, target_tables, phys_lens,
-        *k_cache.stride()[:4], *keep.stride()[:3], *ssc, block_tables.stride(0),
+        *k_cache.stride()[:4], stride_v_head, *keep.stride()[:3], *ssc, block_tables.stride(0),
         target_tables.stride(0), HEAD_DIM=D, BLOCK_SIZE=b, SCORE=with_score, TILE=_TILE,
-        HEAD_DIM_PAD=next_pow2(D), QUANT=quant,
+        HEAD_DIM_PAD=next_pow2(D), QUANT=quant, V_T=v_transposed,
         num_warps=4, num_stages=1)  # no prefetch past the barrier
 
 
@@ -117,11 +132,11 @@ def compact_reference(k_cache, v_cache, keep, block_tables, target_tables, phys_
     dev = k_cache.device
     li = torch.arange(L, device=dev)[:, None, None]
     hi = torch.arange(H, device=dev)[None, :, None]
-    caches = [c.view(L, NB * b, H, -1) for c in (k_cache, v_cache)]
+    caches = [k_cache, v_cache]  # indexed by (block, offset): V may be stored transposed
     if check_scales(k_cache, k_scale) | check_scales(v_cache, v_scale):
-        caches += [c.view(L, NB * b, H, 1) for c in (k_scale, v_scale)]
+        caches += [k_scale, v_scale]
     if score_cache is not None:
-        caches.append(score_cache.view(L, NB * b, H, 1))
+        caches.append(score_cache)
     for s in range(block_tables.shape[0]):
         n = int(phys_lens[s])
         flags = keep[:, s, :, :n].bool()  # (L, H, n)
@@ -134,8 +149,8 @@ def compact_reference(k_cache, v_cache, keep, block_tables, target_tables, phys_
         src = flat_slots(block_tables[s], n, b)[pos]
         dst = flat_slots(target_tables[s], K, b)[None, None, :]
         moved = caches[:-1] if score_cache is not None else caches
-        rows = [c[li, src, hi].clone() for c in moved]  # gather everything first
+        rows = [c[li, src // b, src % b, hi].clone() for c in moved]  # gather everything first
         if score_cache is not None:
-            rows.append(score[:, s].gather(-1, pos).unsqueeze(-1).to(score_cache.dtype))
+            rows.append(score[:, s].gather(-1, pos).to(score_cache.dtype))
         for c, r in zip(caches, rows):
-            c[li, dst, hi] = r
+            c[li, dst // b, dst % b, hi] = r

@@ -7,9 +7,11 @@ num_stages, fp8_operand, fp8_v_in_registers arguments), which is how
 scripts/throughput/fp8_kernels.py compares variants on the GPU. On the H200 the sweep found
 no decode variant faster than these defaults at 512 x 2048 or 64 x 16384 (docs/fp8.md).
 
-v_in_registers (fp8_tiles.weighted_v_operand): measured on the H200, making V's operand in
-registers is slower for decode (51% vs 61% of the byte roofline at 512 x 2048) and faster
-for prefill (1.58 vs 1.71 ms at 8 x 512 over 4,096 cached), so each kernel keeps its faster.
+V layout: the engine's FP8 V cache is stored transposed per block (fp8.transposed_v_view),
+read like K (keys contiguous): decode at 78% / 82% of the FP8 byte roofline at 512 x 2048 /
+64 x 16384 on the H200, against 61% / 68% for V in rows (docs/fp8.md). v_in_registers only
+applies to a V cache in rows (fp8_tiles.weighted_v_operand): slower for decode (51% vs 61%),
+faster for prefill (1.54 vs 1.69 ms at 8 x 512 over 4,096 cached), so each keeps its faster.
 
 operand: the tl.dot operand type of the e4m3 tiles (and of q and P). float16 is one
 hardware conversion per two elements on sm_89+ and keeps 10 mantissa bits for P; it needs
@@ -28,8 +30,8 @@ OPERAND_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 @dataclass(frozen=True)
 class Launch:
     """One kernel variant: dot operand type, keys per tile, warps, pipeline stages,
-    (prefill) query rows per tile, and for an FP8 cache whether the weighted V operand is made
-    in registers (fp8_tiles.weighted_v_operand; False: the former byte-wise path)."""
+    (prefill) query rows per tile, and for an FP8 V cache in rows whether the weighted V
+    operand is made in registers (fp8_tiles.weighted_v_operand; False: read as bytes)."""
     operand: torch.dtype
     tile_n: int
     num_warps: int

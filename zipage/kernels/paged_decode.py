@@ -17,7 +17,7 @@ import math
 import torch
 
 from zipage.kernels._dispatch import cdiv, next_pow2, tl, triton, use_triton
-from zipage.kernels.fp8 import check_scales, dequantize_reference
+from zipage.kernels.fp8 import check_scales, dequantize_reference, v_layout
 from zipage.kernels.fp8_launch import FP8_DECODE, Launch, launch_for
 from zipage.kernels.fp8_tiles import attend_tiles
 from zipage.kernels.paged_tiles import LOG2E, dot_args, dot_operand
@@ -32,12 +32,12 @@ def _split_kernel(q_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
                   block_tables_ptr, context_lens_ptr,
                   partial_out_ptr, partial_max_ptr, partial_sum_ptr, out_ptr, qk_scale,
                   stride_q_seq, stride_q_head, stride_k_block, stride_k_slot, stride_k_head,
-                  stride_table_row, stride_out_seq, stride_out_head, num_q_heads, num_splits,
+                  stride_v_head, stride_table_row, stride_out_seq, stride_out_head, num_q_heads, num_splits,
                   DIRECT: tl.constexpr, GROUP: tl.constexpr,
                   HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr,
                   GROUP_PAD: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
                   DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr, QUANT: tl.constexpr,
-                  V_IN_REGISTERS: tl.constexpr):
+                  V_IN_REGISTERS: tl.constexpr, V_T: tl.constexpr):
     seq = tl.program_id(0)
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
@@ -61,16 +61,17 @@ def _split_kernel(q_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
     last_key = tl.zeros([GROUP_PAD], tl.int32) + ctx - 1  # every head sees the whole context
     table_row = block_tables_ptr + seq.to(tl.int64) * stride_table_row
     head_offset = kv_head * stride_k_head
+    v_head_offset = kv_head * stride_v_head
     m_i, l_i, acc = attend_tiles(
         q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr, table_row,
-        head_offset, stride_k_block, stride_k_slot, key_start, full_end, last_key, qk_scale,
-        False, BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC, QUANT,
-        V_IN_REGISTERS)
+        head_offset, v_head_offset, stride_k_block, stride_k_slot, key_start, full_end,
+        last_key, qk_scale, False, BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE,
+        DOT_PREC, QUANT, V_IN_REGISTERS, V_T)
     m_i, l_i, acc = attend_tiles(  # the context's partial last tile, if in this split
         q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr, table_row,
-        head_offset, stride_k_block, stride_k_slot, tl.maximum(key_start, full_end), key_end,
-        last_key, qk_scale, True, BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE,
-        DOT_PREC, QUANT, V_IN_REGISTERS)
+        head_offset, v_head_offset, stride_k_block, stride_k_slot,
+        tl.maximum(key_start, full_end), key_end, last_key, qk_scale, True, BLOCK_SIZE, TILE_N,
+        HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC, QUANT, V_IN_REGISTERS, V_T)
 
     if DIRECT:  # the only split: normalise here (context_len 0 -> zeros, as the merge does)
         o = tl.where(l_i[:, None] > 0, acc / tl.where(l_i > 0, l_i, 1.0)[:, None], 0.0)
@@ -139,7 +140,8 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
     """Attention of one new query token per request over its paged K/V.
 
     q:            (B, H_q, D); unit stride on D (B/H strides free).
-    k/v_cache:    (NB, b, H_kv, D), same strides; any block size b (powers of two tested);
+    k/v_cache:    (NB, b, H_kv, D), same strides (an fp8 V cache may be
+                  fp8.transposed_v_view's); any block size b (powers of two tested);
                   H_q % H_kv == 0.
     block_tables: int32 (B, max_blocks), padded with -1 (padding is never read).
     context_lens: int32 (B,), keys visible (current token included); 0 -> output zeros.
@@ -161,7 +163,10 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
     quant = check_scales(k_cache, k_scale) | check_scales(v_cache, v_scale)
     B, H_q, D = q.shape
     _, bs, H_kv, _ = k_cache.shape
-    assert H_q % H_kv == 0 and k_cache.stride() == v_cache.stride()
+    assert H_q % H_kv == 0
+    v_transposed, stride_v_head = v_layout(k_cache, v_cache)
+    if v_transposed and fp8_v_in_registers:
+        raise ValueError("fp8_v_in_registers: for a V cache in rows; this one is transposed")
     if q.stride(2) != 1:
         q = q.contiguous()
     overrides = dict(tile_n=tile_n, num_warps=num_warps, num_stages=num_stages,
@@ -185,11 +190,13 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
         q, k_cache, v_cache, k_scale if quant else k_cache, v_scale if quant else v_cache,
         block_tables, context_lens, partial_out, partial_max,
         partial_sum, out, scale * LOG2E, q.stride(0), q.stride(1), k_cache.stride(0),
-        k_cache.stride(1), k_cache.stride(2), block_tables.stride(0), out.stride(0),
+        k_cache.stride(1), k_cache.stride(2), stride_v_head, block_tables.stride(0),
+        out.stride(0),
         out.stride(1), H_q, num_splits, DIRECT=num_splits == 1, GROUP=H_q // H_kv,
         HEAD_DIM=D, BLOCK_SIZE=bs, TILE_N=launch.tile_n,
         GROUP_PAD=max(16, next_pow2(H_q // H_kv)), HEAD_DIM_PAD=d_pad,
         **dot_args(launch.operand), QUANT=quant, V_IN_REGISTERS=launch.v_in_registers,
+        V_T=v_transposed,
         num_warps=launch.num_warps, num_stages=launch.num_stages)
     if num_splits == 1:
         return out

@@ -14,7 +14,7 @@ from dataclasses import replace
 import torch
 
 from zipage.kernels._dispatch import INTERPRET, cdiv, next_pow2, tl, triton, use_triton
-from zipage.kernels.fp8 import check_scales, dequantize_reference
+from zipage.kernels.fp8 import check_scales, dequantize_reference, v_layout
 from zipage.kernels.fp8_launch import FP8_PREFILL, Launch, check_no_fp8_options, resolve_launch
 from zipage.kernels.fp8_tiles import attend_tiles
 from zipage.kernels.paged_tiles import LOG2E, dot_args, dot_operand
@@ -25,11 +25,11 @@ def _prefill_kernel(q_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
                     block_tables_ptr, cu_seqlens_q_ptr,
                     context_lens_ptr, out_ptr, qk_scale, stride_q_token, stride_q_head,
                     stride_out_token, stride_out_head, stride_k_block, stride_k_slot,
-                    stride_k_head, stride_table_row, GROUP: tl.constexpr,
+                    stride_k_head, stride_v_head, stride_table_row, GROUP: tl.constexpr,
                     HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr, TILE_M: tl.constexpr,
                     TILE_N: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
                     DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr, QUANT: tl.constexpr,
-                    V_IN_REGISTERS: tl.constexpr):
+                    V_IN_REGISTERS: tl.constexpr, V_T: tl.constexpr):
     # last query tiles have the most keys: launch them first for better tail balance
     tile = tl.num_programs(0) - 1 - tl.program_id(0)
     seq = tl.program_id(1)
@@ -62,15 +62,17 @@ def _prefill_kernel(q_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
     full_end = tl.where(active, (prefix + first_query + 1) // TILE_N * TILE_N, 0)
     table_row = block_tables_ptr + seq.to(tl.int64) * stride_table_row
     head_offset = kv_head * stride_k_head
+    v_head_offset = kv_head * stride_v_head
     m_i, l_i, acc = attend_tiles(
         q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr, table_row,
-        head_offset, stride_k_block, stride_k_slot, 0, full_end, last_key, qk_scale, False,
-        BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC, QUANT, V_IN_REGISTERS)
+        head_offset, v_head_offset, stride_k_block, stride_k_slot, 0, full_end, last_key,
+        qk_scale, False, BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC, QUANT,
+        V_IN_REGISTERS, V_T)
     m_i, l_i, acc = attend_tiles(
         q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr, table_row,
-        head_offset, stride_k_block, stride_k_slot, full_end, key_end, last_key, qk_scale,
-        True, BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC, QUANT,
-        V_IN_REGISTERS)
+        head_offset, v_head_offset, stride_k_block, stride_k_slot, full_end, key_end, last_key,
+        qk_scale, True, BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC, QUANT,
+        V_IN_REGISTERS, V_T)
 
     o = acc / tl.where(l_i > 0.0, l_i, 1.0)[:, None]
     tl.store(out_ptr + token[:, None] * stride_out_token + head[:, None] * stride_out_head
@@ -103,7 +105,8 @@ def paged_prefill_attention(q, k_cache, v_cache, block_tables, cu_seqlens_q, con
     """Causal attention of packed new tokens over their sequences' paged K/V.
 
     q:            (T, H_q, D) packed; unit stride on D.
-    k/v_cache:    (NB, b, H_kv, D), same strides, already holding the new tokens' K/V;
+    k/v_cache:    (NB, b, H_kv, D), same strides (an fp8 V cache may be
+                  fp8.transposed_v_view's), already holding the new tokens' K/V;
                   any b (powers of two tested), H_q % H_kv == 0.
     block_tables: int32 (S, max_blocks), padded with -1 (padding is never read).
     cu_seqlens_q: int32 (S + 1,); sequence s owns q rows cu[s]:cu[s+1] (q_len_s).
@@ -126,7 +129,10 @@ def paged_prefill_attention(q, k_cache, v_cache, block_tables, cu_seqlens_q, con
     quant = check_scales(k_cache, k_scale) | check_scales(v_cache, v_scale)
     T, H_q, D = q.shape
     bs, H_kv = k_cache.shape[1], k_cache.shape[2]
-    assert H_q % H_kv == 0 and k_cache.stride() == v_cache.stride()
+    assert H_q % H_kv == 0
+    v_transposed, stride_v_head = v_layout(k_cache, v_cache)
+    if v_transposed and fp8_v_in_registers:
+        raise ValueError("fp8_v_in_registers: for a V cache in rows; this one is transposed")
     if q.stride(2) != 1:
         q = q.contiguous()
     if out is None:
@@ -143,11 +149,11 @@ def paged_prefill_attention(q, k_cache, v_cache, block_tables, cu_seqlens_q, con
         q, k_cache, v_cache, k_scale if quant else k_cache, v_scale if quant else v_cache,
         block_tables, cu_seqlens_q, context_lens, out, scale * LOG2E,
         q.stride(0), q.stride(1), out.stride(0), out.stride(1), k_cache.stride(0),
-        k_cache.stride(1), k_cache.stride(2), block_tables.stride(0), GROUP=group,
+        k_cache.stride(1), k_cache.stride(2), stride_v_head, block_tables.stride(0), GROUP=group,
         HEAD_DIM=D, BLOCK_SIZE=bs, TILE_M=tm, TILE_N=tn, HEAD_DIM_PAD=d_pad,
         **dot_args(launch.operand), QUANT=quant,
         V_IN_REGISTERS=launch.v_in_registers if fp8_v_in_registers is None
-        else fp8_v_in_registers, num_warps=num_warps or launch.num_warps,
+        else fp8_v_in_registers, V_T=v_transposed, num_warps=num_warps or launch.num_warps,
         num_stages=num_stages or launch.num_stages)
     return out
 

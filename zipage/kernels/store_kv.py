@@ -8,7 +8,7 @@ its KV heads (each head's row needs its own amax) and stores their scales.
 import torch
 
 from zipage.kernels._dispatch import cdiv, next_pow2, tl, triton, use_triton
-from zipage.kernels.fp8 import FP8_MAX, INV_FP8_MAX, check_scales, quantize_reference
+from zipage.kernels.fp8 import FP8_MAX, INV_FP8_MAX, check_scales, quantize_reference, v_layout
 from zipage.kernels.paged_tiles import INTERPRETER
 
 _FP8_MAX = tl.constexpr(FP8_MAX)  # jit code may read only constexpr globals
@@ -61,8 +61,10 @@ def _round_to_e4m3(x):
 
 @triton.jit
 def _quantize_row(src_ptr, cache_ptr, scale_ptr, src_row, slot, stride_src_row, heads, cols,
-                  num_heads, HEAD_DIM: tl.constexpr):
-    """Quantise one token's (heads, D) tile to e4m3 with a scale per head, at `slot`."""
+                  num_heads, HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+                  TRANSPOSED: tl.constexpr):
+    """Quantise one token's (heads, D) tile to e4m3 with a scale per head, at `slot` (of a
+    cache in rows, or TRANSPOSED: fp8.transposed_v_view's layout, D elements b apart)."""
     if slot >= 0:
         head_ok = heads < num_heads
         mask = head_ok[:, None] & (cols[None, :] < HEAD_DIM)
@@ -70,13 +72,20 @@ def _quantize_row(src_ptr, cache_ptr, scale_ptr, src_row, slot, stride_src_row, 
         x = tl.load(src_ptr + src_row * stride_src_row + offsets, mask=mask, other=0.0)
         x = x.to(tl.float32)
         scale = tl.max(tl.abs(x), 1) * _INV_FP8_MAX
+        has_nan = tl.max((x != x).to(tl.int32), 1) > 0
+        scale = tl.where(has_nan, float("nan"), scale)  # as torch's amax: the row reads NaN
         inv = tl.where(scale > 0, tl.div_rn(tl.full(scale.shape, 1.0, tl.float32),
                                             tl.where(scale > 0, scale, 1.0)), 0.0)
-        q = tl.clamp(x * inv[:, None], -_FP8_MAX, _FP8_MAX)
+        q = x * inv[:, None]
+        q = tl.clamp(tl.where(q == q, q, 0.0), -_FP8_MAX, _FP8_MAX)  # no NaN byte stored
         if INTERPRETER:
             q = _round_to_e4m3(q)
-        tl.store(cache_ptr + slot * num_heads * HEAD_DIM + offsets,
-                 q.to(cache_ptr.dtype.element_ty), mask=mask)
+        if TRANSPOSED:
+            block_start = slot // BLOCK_SIZE * BLOCK_SIZE * num_heads * HEAD_DIM
+            dst = block_start + slot % BLOCK_SIZE + offsets * BLOCK_SIZE
+        else:
+            dst = slot * num_heads * HEAD_DIM + offsets
+        tl.store(cache_ptr + dst, q.to(cache_ptr.dtype.element_ty), mask=mask)
         tl.store(scale_ptr + slot * num_heads + heads, scale, mask=head_ok)
 
 
@@ -84,15 +93,16 @@ def _quantize_row(src_ptr, cache_ptr, scale_ptr, src_row, slot, stride_src_row, 
 def _store_kv_fp8_kernel(key_ptr, value_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr,
                          v_scale_ptr, slot_mapping_ptr, stride_key_row, stride_value_row,
                          num_heads, HEAD_DIM: tl.constexpr, HEADS_PAD: tl.constexpr,
-                         HEAD_DIM_PAD: tl.constexpr):
+                         HEAD_DIM_PAD: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+                         V_T: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     slot = tl.load(slot_mapping_ptr + row).to(tl.int64)
     heads = tl.arange(0, HEADS_PAD)
     cols = tl.arange(0, HEAD_DIM_PAD)
     _quantize_row(key_ptr, k_cache_ptr, k_scale_ptr, row, slot, stride_key_row, heads, cols,
-                  num_heads, HEAD_DIM)
+                  num_heads, HEAD_DIM, BLOCK_SIZE, False)
     _quantize_row(value_ptr, v_cache_ptr, v_scale_ptr, row, slot, stride_value_row, heads,
-                  cols, num_heads, HEAD_DIM)
+                  cols, num_heads, HEAD_DIM, BLOCK_SIZE, V_T)
 
 
 def _as_rows(x: torch.Tensor) -> torch.Tensor:
@@ -111,7 +121,8 @@ def store_kv(key, value, k_cache, v_cache, slot_mapping, k_scale=None, v_scale=N
 
     key, value:     (N, H_kv, D), any float dtype (cast to the cache dtype); the token
                     dimension may be strided (e.g. a slice of a fused qkv tensor).
-    k_cache/v_cache: (NB, b, H_kv, D), contiguous.
+    k_cache/v_cache: (NB, b, H_kv, D), contiguous; an fp8 V cache may instead be
+                    fp8.transposed_v_view's (the engine's).
     slot_mapping:   int64 (N,), flat slot = block * b + offset; -1 = skip this row.
     k/v_scale:      float32 (NB, b, H_kv) contiguous, for an fp8 cache (else None): each
                     written (token, head) row gets its scale amax / 448 there.
@@ -125,11 +136,13 @@ def store_kv(key, value, k_cache, v_cache, slot_mapping, k_scale=None, v_scale=N
     R = k2.shape[1]
     if check_scales(k_cache, k_scale) | check_scales(v_cache, v_scale):
         assert k_cache.is_contiguous() and k_scale.is_contiguous() and v_scale.is_contiguous()
-        H, D = k_cache.shape[-2:]
+        v_transposed, _ = v_layout(k_cache, v_cache)
+        assert v_transposed or v_cache.is_contiguous()
+        b, H, D = k_cache.shape[-3:]
         _store_kv_fp8_kernel[(n,)](k2, v2, k_cache, v_cache, k_scale, v_scale, slot_mapping,
                                    k2.stride(0), v2.stride(0), H, HEAD_DIM=D,
                                    HEADS_PAD=next_pow2(H), HEAD_DIM_PAD=next_pow2(D),
-                                   num_warps=4)
+                                   BLOCK_SIZE=b, V_T=v_transposed, num_warps=4)
         return
     kc, vc = k_cache.view(-1, R), v_cache.view(-1, R)  # view: fails loudly if not contiguous
     tile, num_tiles, warps = _launch_config(R)
@@ -170,12 +183,14 @@ def store_kv_reference(key, value, k_cache, v_cache, slot_mapping, k_scale=None,
     """PyTorch version of store_kv."""
     R = k_cache.shape[-2] * k_cache.shape[-1]
     if check_scales(k_cache, k_scale) | check_scales(v_cache, v_scale):
-        H = k_cache.shape[-2]
+        b, H = k_cache.shape[-3:-1]
+        keep = slot_mapping >= 0
+        slots = slot_mapping[keep].long()
         for x, cache, scale in ((key, k_cache, k_scale), (value, v_cache, v_scale)):
-            q, s = quantize_reference(x)
-            store_rows_reference(q.view(torch.uint8), cache.view(torch.uint8).view(-1, R),
-                                 slot_mapping)
-            store_rows_reference(s, scale.view(-1, H), slot_mapping)
+            q, s = quantize_reference(x[keep])
+            # indexed by (block, offset): also right for a V cache stored transposed
+            cache.view(torch.uint8)[slots // b, slots % b] = q.view(torch.uint8)
+            store_rows_reference(s, scale.view(-1, H), slot_mapping[keep])
         return
     store_rows_reference(key, k_cache.view(-1, R), slot_mapping)
     store_rows_reference(value, v_cache.view(-1, R), slot_mapping)

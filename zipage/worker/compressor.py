@@ -60,7 +60,7 @@ class Compressor:
         r = self.runner
         scales = {} if r.kv_scale is None else dict(k_scale=r.kv_scale[0], v_scale=r.kv_scale[1])
         for group in self.groups(tasks):
-            times = compress_batch(r.kv_cache[0], r.kv_cache[1], r.query_cache, r.score_cache,
+            times = compress_batch(r.k_cache, r.v_cache, r.query_cache, r.score_cache,
                                    self.build_batch(group), self.cfg.compression,
                                    layer_chunk=self.cfg.compress_layer_chunk,
                                    profile=self.cfg.profile_compression, generator=self.generator,

@@ -6,6 +6,7 @@ import torch
 
 from zipage.config import EngineConfig
 from zipage.engine.messages import SchedulerOutput, StepResult
+from zipage.kernels.fp8 import kv_views
 from zipage.layers.attention import AttentionMetadata
 from zipage.layers.sampler import sample
 from zipage.models.decoder import CausalLM
@@ -48,7 +49,8 @@ class ModelRunner:
         s, p, b = self.spec, self.plan, self.block_size
         shape = (2, s.num_layers, p.num_blocks, b, s.num_kv_heads, s.head_dim)
         self.kv_cache = torch.zeros(shape, dtype=self.cfg.kv_dtype(self.dtype), device=self.device)
-        # fp8: a float32 scale per (token, KV head), laid out like the cache (kernels/fp8.py)
+        self.k_cache, self.v_cache = kv_views(self.kv_cache)
+        # fp8: a float32 scale per (token, KV head), laid out like K (kernels/fp8.py)
         self.kv_scale = None
         if self.cfg.kv_cache_dtype == "fp8":
             self.kv_scale = torch.zeros(shape[:-1], dtype=torch.float32, device=self.device)
@@ -62,7 +64,7 @@ class ModelRunner:
                                            dtype=self.dtype, device=self.device)
         for i, layer in enumerate(self.model.model.layers):
             attn = layer.self_attn
-            attn.k_cache, attn.v_cache = self.kv_cache[0, i], self.kv_cache[1, i]
+            attn.k_cache, attn.v_cache = self.k_cache[i], self.v_cache[i]
             if self.kv_scale is not None:
                 attn.k_scale, attn.v_scale = self.kv_scale[0, i], self.kv_scale[1, i]
             attn.q_cache = None if self.query_cache is None else self.query_cache[i]
@@ -76,8 +78,9 @@ class ModelRunner:
         shape = (2, blocks, b, s.num_kv_heads, s.head_dim)
         scratch = torch.zeros(shape, dtype=self.cfg.kv_dtype(self.dtype), device=self.device)
         scales = torch.zeros(shape[:-1], dtype=torch.float32, device=self.device)
+        scratch_k, scratch_v = kv_views(scratch)
         for layer in self.model.model.layers:
-            layer.self_attn.k_cache, layer.self_attn.v_cache = scratch[0], scratch[1]
+            layer.self_attn.k_cache, layer.self_attn.v_cache = scratch_k, scratch_v
             if self.cfg.kv_cache_dtype == "fp8":
                 layer.self_attn.k_scale, layer.self_attn.v_scale = scales[0], scales[1]
             layer.self_attn.q_cache = None
@@ -94,7 +97,7 @@ class ModelRunner:
         self.model.logits(hidden[:rows]).softmax(-1)
         torch.cuda.synchronize(self.device)
         peak = torch.cuda.max_memory_allocated(self.device)
-        del scratch, scales, hidden
+        del scratch, scratch_k, scratch_v, scales, hidden
         torch.cuda.empty_cache()
         return peak
 
