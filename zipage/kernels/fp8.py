@@ -73,10 +73,11 @@ def check_scales(cache: torch.Tensor, scale: torch.Tensor | None) -> bool:
     if not is_fp8(cache) or scale.dtype != SCALE_DTYPE:
         raise ValueError(f"scales need an fp8 cache and float32 scales, got {cache.dtype} and "
                          f"{scale.dtype}")
-    row_strides = tuple(cache.stride()[:-3]) + (cache.shape[-2] * D, D) if \
-        is_v_transposed(cache) else tuple(cache.stride()[:-1])
+    transposed = is_v_transposed(cache)  # its scales keep the row layout
+    row_strides = tuple(cache.stride()[:-3]) + (cache.shape[-2] * D, D) if transposed else \
+        tuple(cache.stride()[:-1])
     if tuple(scale.shape) != tuple(cache.shape[:-1]) or \
-            (cache.stride(-1) != 1 and not is_v_transposed(cache)) or \
+            (cache.stride(-1) != 1 and not transposed) or \
             row_strides != tuple(D * s for s in scale.stride()):
         raise ValueError("scale tensor must have the cache's shape without D and its layout "
                          "(offset // D)")

@@ -4,14 +4,16 @@ An FP8 K/V tile is half the bytes of a bf16 one, so the tiles and pipelines that
 latency of bf16 loads are too small here: the FP8 defaults take twice the keys per tile and
 a deeper pipeline. Every value can be overridden per call (the wrappers' tile_n, num_warps,
 num_stages, fp8_operand, fp8_v_in_registers arguments), which is how
-scripts/throughput/fp8_kernels.py compares variants on the GPU. On the H200 the sweep found
-no decode variant faster than these defaults at 512 x 2048 or 64 x 16384 (docs/fp8.md).
+scripts/throughput/fp8_kernels.py compares variants on the GPU. On the H200 the decode
+default is the fastest variant at 512 x 2048; at 64 x 16384 2 stages and 8 splits read 3%
+faster (83.8% vs 81.5% of the byte roofline; docs/fp8.md), within the spread between calls.
 
 V layout: the engine's FP8 V cache is stored transposed per block (fp8.transposed_v_view),
 read like K (keys contiguous): decode at 78% / 82% of the FP8 byte roofline at 512 x 2048 /
 64 x 16384 on the H200, against 61% / 68% for V in rows (docs/fp8.md). v_in_registers only
 applies to a V cache in rows (fp8_tiles.weighted_v_operand): slower for decode (51% vs 61%),
-faster for prefill (1.54 vs 1.69 ms at 8 x 512 over 4,096 cached), so each keeps its faster.
+faster for prefill (1.54 vs 1.69 ms at 8 x 512 over 4,096 cached), so each kernel's default
+for rows is its faster one. The engine's prefill reads V transposed (1.69 ms): one layout.
 
 operand: the tl.dot operand type of the e4m3 tiles (and of q and P). float16 is one
 hardware conversion per two elements on sm_89+ and keeps 10 mantissa bits for P; it needs
@@ -63,6 +65,13 @@ def check_no_fp8_options(cache_dtype: torch.dtype, **options) -> None:
     given = sorted(name for name, value in options.items() if value is not None)
     if given and cache_dtype != FP8_DTYPE:
         raise ValueError(f"{', '.join(given)}: for an fp8 cache; this cache is {cache_dtype}")
+
+
+def check_v_path(v_transposed: bool, v_in_registers) -> None:
+    """fp8_v_in_registers=True picks a path of a V cache in rows: refuse it for V stored
+    transposed (fp8.transposed_v_view) rather than ignore it."""
+    if v_transposed and v_in_registers:
+        raise ValueError("fp8_v_in_registers: for a V cache in rows; this one is transposed")
 
 
 def launch_for(quant: bool, fp8_default: Launch, default: Launch, q_dtype: torch.dtype,

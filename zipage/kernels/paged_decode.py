@@ -18,7 +18,7 @@ import torch
 
 from zipage.kernels._dispatch import cdiv, next_pow2, tl, triton, use_triton
 from zipage.kernels.fp8 import check_scales, dequantize_reference, v_layout
-from zipage.kernels.fp8_launch import FP8_DECODE, Launch, launch_for
+from zipage.kernels.fp8_launch import FP8_DECODE, Launch, check_v_path, launch_for
 from zipage.kernels.fp8_tiles import attend_tiles
 from zipage.kernels.paged_tiles import LOG2E, dot_args, dot_operand
 
@@ -32,7 +32,8 @@ def _split_kernel(q_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
                   block_tables_ptr, context_lens_ptr,
                   partial_out_ptr, partial_max_ptr, partial_sum_ptr, out_ptr, qk_scale,
                   stride_q_seq, stride_q_head, stride_k_block, stride_k_slot, stride_k_head,
-                  stride_v_head, stride_table_row, stride_out_seq, stride_out_head, num_q_heads, num_splits,
+                  stride_v_head, stride_table_row, stride_out_seq, stride_out_head, num_q_heads,
+                  num_splits,
                   DIRECT: tl.constexpr, GROUP: tl.constexpr,
                   HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr,
                   GROUP_PAD: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
@@ -165,8 +166,7 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
     _, bs, H_kv, _ = k_cache.shape
     assert H_q % H_kv == 0
     v_transposed, stride_v_head = v_layout(k_cache, v_cache)
-    if v_transposed and fp8_v_in_registers:
-        raise ValueError("fp8_v_in_registers: for a V cache in rows; this one is transposed")
+    check_v_path(v_transposed, fp8_v_in_registers)
     if q.stride(2) != 1:
         q = q.contiguous()
     overrides = dict(tile_n=tile_n, num_warps=num_warps, num_stages=num_stages,
@@ -191,13 +191,11 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
         block_tables, context_lens, partial_out, partial_max,
         partial_sum, out, scale * LOG2E, q.stride(0), q.stride(1), k_cache.stride(0),
         k_cache.stride(1), k_cache.stride(2), stride_v_head, block_tables.stride(0),
-        out.stride(0),
-        out.stride(1), H_q, num_splits, DIRECT=num_splits == 1, GROUP=H_q // H_kv,
+        out.stride(0), out.stride(1), H_q, num_splits, DIRECT=num_splits == 1, GROUP=H_q // H_kv,
         HEAD_DIM=D, BLOCK_SIZE=bs, TILE_N=launch.tile_n,
         GROUP_PAD=max(16, next_pow2(H_q // H_kv)), HEAD_DIM_PAD=d_pad,
         **dot_args(launch.operand), QUANT=quant, V_IN_REGISTERS=launch.v_in_registers,
-        V_T=v_transposed,
-        num_warps=launch.num_warps, num_stages=launch.num_stages)
+        V_T=v_transposed, num_warps=launch.num_warps, num_stages=launch.num_stages)
     if num_splits == 1:
         return out
     _merge_kernel[(B, H_q)](

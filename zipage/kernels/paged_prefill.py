@@ -15,7 +15,8 @@ import torch
 
 from zipage.kernels._dispatch import INTERPRET, cdiv, next_pow2, tl, triton, use_triton
 from zipage.kernels.fp8 import check_scales, dequantize_reference, v_layout
-from zipage.kernels.fp8_launch import FP8_PREFILL, Launch, check_no_fp8_options, resolve_launch
+from zipage.kernels.fp8_launch import (FP8_PREFILL, Launch, check_no_fp8_options, check_v_path,
+                                       resolve_launch)
 from zipage.kernels.fp8_tiles import attend_tiles
 from zipage.kernels.paged_tiles import LOG2E, dot_args, dot_operand
 
@@ -131,8 +132,7 @@ def paged_prefill_attention(q, k_cache, v_cache, block_tables, cu_seqlens_q, con
     bs, H_kv = k_cache.shape[1], k_cache.shape[2]
     assert H_q % H_kv == 0
     v_transposed, stride_v_head = v_layout(k_cache, v_cache)
-    if v_transposed and fp8_v_in_registers:
-        raise ValueError("fp8_v_in_registers: for a V cache in rows; this one is transposed")
+    check_v_path(v_transposed, fp8_v_in_registers)
     if q.stride(2) != 1:
         q = q.contiguous()
     if out is None:

@@ -136,8 +136,7 @@ def store_kv(key, value, k_cache, v_cache, slot_mapping, k_scale=None, v_scale=N
     R = k2.shape[1]
     if check_scales(k_cache, k_scale) | check_scales(v_cache, v_scale):
         assert k_cache.is_contiguous() and k_scale.is_contiguous() and v_scale.is_contiguous()
-        v_transposed, _ = v_layout(k_cache, v_cache)
-        assert v_transposed or v_cache.is_contiguous()
+        v_transposed, _ = v_layout(k_cache, v_cache)  # else V has K's (contiguous) strides
         b, H, D = k_cache.shape[-3:]
         _store_kv_fp8_kernel[(n,)](k2, v2, k_cache, v_cache, k_scale, v_scale, slot_mapping,
                                    k2.stride(0), v2.stride(0), H, HEAD_DIM=D,
