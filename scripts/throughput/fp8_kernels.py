@@ -1,5 +1,6 @@
 """FP8 paged attention on the GPU: decode variants against the FP8 byte roofline, next to the
-bf16 kernel, plus FP8 prefill and the compression score kernel, bf16 vs fp8.
+bf16 kernel, plus FP8 prefill and the compression score kernel, bf16 vs fp8 (those rows:
+fp8_prefill_score.py, with the score's candidate launches).
 
     python -m scripts.bench fp8-kernels [--json OUT] [--shapes a,b] [--full-grid]   (~2-3 min)
     python -m scripts.bench fp8-kernels --cpu-smoke      (tiny shapes, Triton interpreter)
@@ -38,10 +39,11 @@ SMOKE_SHAPES = {"a": (3, 48)}
 
 from scripts.throughput.fp8_kernel_parts import (bench_ms, copy_gbps, decode_reference,  # noqa: E501
                                                environment, paged_pool, rel_err)
+from scripts.throughput.fp8_prefill_score import other_rows  # noqa: E402
 
 
 def decode_rows(name, rows, ctx, dims, copy, args, device):
-    from zipage.kernels.fp8 import transposed_v_view
+    from zipage.kernels.fp8 import copy_to_transposed_v
     from zipage.kernels.fp8_launch import FP8_DECODE
     from zipage.kernels.paged_decode import (decode_scratch, default_num_splits,
                                              paged_decode_attention)
@@ -100,7 +102,7 @@ def decode_rows(name, rows, ctx, dims, copy, args, device):
     del bf16
     fp8 = paged_pool(rows, ctx, H_kv, D, bs, True, device)
     reference["fp8"] = decode_reference(q, *fp8[:2], fp8[4], lens, *fp8[2:4])
-    transposed.append(transposed_v_view(torch.empty_like(fp8[1])).copy_(fp8[1]))
+    transposed.append(copy_to_transposed_v(fp8[1]))
     op_name = {v: k for k, v in OPERANDS.items()}[FP8_DECODE.operand]
     default = dict(operand=op_name, tile_n=FP8_DECODE.tile_n, num_warps=FP8_DECODE.num_warps,
                    num_stages=FP8_DECODE.num_stages, num_splits=None, v_path="transposed")
@@ -145,57 +147,6 @@ def print_row(row):
     print(f"  {what:<66} {row['ms']:8.3f} ms {row['gbps']:8.1f} GB/s "
           f"{row['pct_roofline']:5.1f}% of its byte roofline  err {row['rel_err']:.1e}",
           flush=True)
-
-
-def other_rows(dims, args, device):
-    """Prefill over a paged prefix and the compression score, bf16 vs fp8 (default launch)."""
-    from zipage.kernels import paged_prefill_attention, paged_prefill_attention_reference
-    from zipage.kernels.attention_score import attention_score, attention_score_reference
-    from zipage.kernels.fp8 import transposed_v_view
-    H_q, H_kv, D, bs = dims["H_q"], dims["H_kv"], dims["D"], dims["bs"]
-    seqs, new, cached = (2, 8, 24) if args.cpu_smoke else (8, 512, 4096)
-    cu = torch.arange(seqs + 1, dtype=torch.int32, device=device) * new
-    lens = torch.full((seqs,), cached + new, dtype=torch.int32, device=device)
-    q = torch.randn(seqs * new, H_q, D, device=device, dtype=torch.bfloat16)
-    flop = 4 * H_q * D * seqs * sum(cached + i + 1 for i in range(new))
-    L, reqs, n, W = (1, 2, 40, 4) if args.cpu_smoke else (4, 64, 2304, 16)
-    qc = torch.randn(L, reqs, W, H_q, D, device=device, dtype=torch.bfloat16)
-    i32 = dict(dtype=torch.int32, device=device)
-    t = torch.arange(n - W, n, device=device)
-    window = torch.empty(reqs, W, **i32).copy_(t[torch.argsort(t % W)])  # ring order
-    rows = []
-    for kind in ("bf16", "fp8"):
-        k, v, ks, vs, table = paged_pool(seqs, cached + new, H_kv, D, bs, kind == "fp8", device)
-        args_p = (table, cu, lens, new, D ** -0.5)
-        ref = paged_prefill_attention_reference(q, k, v, *args_p, k_scale=ks, v_scale=vs)
-        paths = {"bf16": (None,), "fp8": ("transposed", "registers", "bytes")}[kind]
-        vt = transposed_v_view(torch.empty_like(v)).copy_(v) if kind == "fp8" else None
-        for v_path in paths:  # fp8: the engine's V stored transposed, or V in rows
-            in_rows = v_path in ("registers", "bytes")
-            call = lambda: paged_prefill_attention(  # noqa: E731
-                q, k, v if in_rows else vt if kind == "fp8" else v, *args_p, k_scale=ks,
-                v_scale=vs, fp8_v_in_registers=(v_path == "registers") if in_rows else None)
-            ms = bench_ms(call, args.cpu_smoke)
-            rows.append(dict(workload=f"prefill {seqs} x {new} new over {cached} cached",
-                             kind=kind if v_path is None else f"fp8, V {v_path}", ms=ms,
-                             tflops=flop / ms / 1e9, rel_err=rel_err(call(), ref)))
-        del vt
-        del k, v, ks, vs
-        k, _, ks, _, table = paged_pool(reqs, n, H_kv, D, bs, kind == "fp8", device, layers=L)
-        sargs = (qc, torch.arange(reqs, **i32), table, torch.full((reqs,), n, **i32), window)
-        call = lambda: attention_score(k, *sargs, k_scale=ks)  # noqa: E731
-        ms = bench_ms(call, args.cpu_smoke)
-        nbytes = 2 * L * reqs * n * H_kv * ((D + 4) if kind == "fp8" else 2 * D)  # two passes
-        rows.append(dict(workload=f"score {L} layers x {reqs} requests x {n} keys, W {W}",
-                         kind=kind, ms=ms, gbps=nbytes / ms / 1e6,
-                         rel_err=rel_err(call(), attention_score_reference(k, *sargs,
-                                                                             k_scale=ks))))
-        del k, ks
-    for r in sorted(rows, key=lambda r: r["workload"]):
-        rate = f"{r['tflops']:7.1f} TFLOP/s" if "tflops" in r else f"{r['gbps']:7.1f} GB/s   "
-        print(f"  {r['workload']:<50} {r['kind']:<18} {r['ms']:8.3f} ms {rate}  "
-              f"err {r['rel_err']:.1e}", flush=True)
-    return rows
 
 
 def summary(decode, shapes):

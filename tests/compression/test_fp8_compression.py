@@ -9,8 +9,8 @@ from compression_scene import MIXED, expected_compaction, make_scene, random_kee
 from zipage.compression import REFERENCE_OPS, TRITON_OPS, CompressionConfig, compress_batch
 from zipage.kernels.attention_score import attention_score, attention_score_reference
 from zipage.kernels.compact_kv import compact, compact_reference
-from zipage.kernels.fp8 import (FP8_DTYPE, dequantize_reference, quantize_reference,
-                               transposed_v_view)
+from zipage.kernels.fp8 import (FP8_DTYPE, copy_to_transposed_v, dequantize_reference,
+                               quantize_reference)
 from zipage.kernels.key_redundancy import redundancy, redundancy_reference
 
 
@@ -65,7 +65,7 @@ def _bits(t):
 def test_compact_moves_scales(triton_cpu, fn, v_layout):
     sc, k8, ks, v8, vs = _fp8_scene()
     if v_layout == "transposed":
-        v8 = transposed_v_view(torch.empty_like(v8)).copy_(v8)
+        v8 = copy_to_transposed_v(v8)
     keep, S = random_keep(sc)
     bt = sc.batch
     got = [t.clone() for t in (k8, v8, ks, vs)] + [sc.sc.clone()]

@@ -29,4 +29,8 @@ def test_fp8_kernel_sweep_cpu_smoke(tmp_path):
         assert "error" not in row, row
         assert row["ms"] > 0 and row["rel_err"] < 2e-2, row  # bf16 outputs: ~1 ulp
     assert {r["workload"].split()[0] for r in data["other"]} == {"prefill", "score"}
+    prefill = [r["kind"] for r in data["other"] if r["workload"].startswith("prefill")]
+    assert prefill == ["bf16", "fp8, V transposed", "fp8, V registers", "fp8, V bytes"]
+    score = [r["kind"] for r in data["other"] if r["workload"].startswith("score")]
+    assert score == ["bf16", "fp8", "fp8 16 keys, 4 warps, 2 stages"]  # a launch candidate
     assert data["best"]["a"]["fp8"]["kind"] == "fp8"

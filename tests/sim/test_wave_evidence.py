@@ -62,5 +62,18 @@ def test_programs_per_sm_from_a_kernels_resources():
     # the bf16 split kernel compiled for sm_90 (Triton 3.9): shared memory binds, 5 per SM
     assert programs_per_sm(38912, 80) == {"by_shared_memory": 5, "by_registers": 6,
                                           "programs_per_sm": 5}
-    # the fp8 one: 142 registers (144 allocated) per thread bind, 3 per SM
-    assert programs_per_sm(23040, 142)["programs_per_sm"] == 3
+    # the fp8 one (128 keys, 3 stages, V transposed; Triton 3.6): 3 per SM by either bound
+    assert programs_per_sm(75776, 168) == {"by_shared_memory": 3, "by_registers": 3,
+                                           "programs_per_sm": 3}
+
+
+def test_occupancy_tool_compiles_the_engines_decode_launches(capsys):
+    """`python -m zipage.sim.decode_occupancy` (docs/throughput_model.md) compiles the split
+    kernel as the engine launches it; it broke once when the kernel grew constexprs."""
+    from zipage.sim.decode_occupancy import main
+    assert main([]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("bf16 cache (64 keys per tile, 4 warps, 2 stages)")
+    assert lines[1].startswith("fp8 cache (128 keys per tile, 4 warps, 3 stages)")
+    for line in lines:
+        assert 1 <= int(line.rsplit(": ", 1)[1]) <= 32

@@ -18,7 +18,7 @@ import torch
 from zipage.kernels._dispatch import next_pow2, tl, triton
 from zipage.kernels.block_tables import check_tables, flat_slots
 from zipage.kernels.fp8 import check_scales, v_layout
-from zipage.kernels.paged_tiles import paged_offsets
+from zipage.kernels.paged_tiles import paged_block_offsets, paged_offsets
 
 _TILE = 64  # slots per chunk
 
@@ -55,18 +55,18 @@ def _compact_kernel(k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr, keep_ptr
         p = done + tl.cumsum(flag, 0) - flag  # exclusive prefix sum
         done += tl.sum(flag, 0)
         kept = j_ok & (flag != 0)
-        src = kv_head_offset + paged_offsets(table_row, j, j_ok, stride_k_block,
-                                             stride_k_slot, BLOCK_SIZE)
-        dst = kv_head_offset + paged_offsets(target_row, p, kept, stride_k_block,
-                                             stride_k_slot, BLOCK_SIZE)
+        src_block, src_slot = paged_block_offsets(table_row, j, j_ok, stride_k_block,
+                                                  BLOCK_SIZE)
+        dst_block, dst_slot = paged_block_offsets(target_row, p, kept, stride_k_block,
+                                                  BLOCK_SIZE)
+        src = kv_head_offset + src_block + src_slot * stride_k_slot
+        dst = kv_head_offset + dst_block + dst_slot * stride_k_slot
         moved = kept & (src != dst)  # a kept slot already in place needs no copy
         mask = moved[:, None] & col_ok
         k = tl.load(k_cache_ptr + src[:, None] + cols[None, :], mask=mask)
-        if V_T:  # V stored transposed (fp8.transposed_v_view): tiles (D, slots)
-            v_src = v_head_offset + paged_offsets(table_row, j, j_ok, stride_k_block, 1,
-                                                  BLOCK_SIZE)
-            v_dst = v_head_offset + paged_offsets(target_row, p, kept, stride_k_block, 1,
-                                                  BLOCK_SIZE)
+        if V_T:  # V stored transposed (fp8.transposed_v_view): tiles (D, slots), slot stride 1
+            v_src = v_head_offset + src_block + src_slot
+            v_dst = v_head_offset + dst_block + dst_slot
             v_mask = moved[None, :] & (cols[:, None] < HEAD_DIM)
             v = tl.load(v_cache_ptr + v_src[None, :] + cols[:, None] * BLOCK_SIZE, mask=v_mask)
         else:

@@ -36,6 +36,12 @@ def transposed_v_view(storage: torch.Tensor) -> torch.Tensor:
     return storage.view(*lead, NB, H, D, b).permute(*range(n), n, n + 3, n + 1, n + 2)
 
 
+def copy_to_transposed_v(v_cache: torch.Tensor) -> torch.Tensor:
+    """A copy of a V cache (..., NB, b, H_kv, D) in transposed_v_view's layout."""
+    return transposed_v_view(torch.empty(v_cache.shape, dtype=v_cache.dtype,
+                                         device=v_cache.device)).copy_(v_cache)
+
+
 def kv_views(kv_cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(K, V) caches of a contiguous (2, ..., NB, b, H_kv, D) allocation: an FP8 V cache is
     stored transposed per block (transposed_v_view), any other V as K."""

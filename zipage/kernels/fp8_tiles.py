@@ -20,7 +20,7 @@ Bytes and FLOPs per step: docs/fp8.md.
 """
 from zipage.kernels._dispatch import tl, triton
 from zipage.kernels.paged_tiles import (INTERPRETER, attend_kv_tiles, dot_operand,
-                                        online_softmax_step, paged_offsets)
+                                        online_softmax_step, paged_block_offsets)
 
 
 @triton.jit
@@ -179,12 +179,12 @@ def attend_fp8_tiles(q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_
     else:  # tiles span blocks: a table entry per key
         for start in range(key_start, key_end, TILE_N):
             keys = start + tl.arange(0, TILE_N)
-            offsets = head_offset + paged_offsets(table_row_ptr, keys, keys < key_end,
-                                                  stride_block, stride_slot, BLOCK_SIZE)
+            block_offset, slot = paged_block_offsets(table_row_ptr, keys, keys < key_end,
+                                                     stride_block, BLOCK_SIZE)
+            offsets = head_offset + block_offset + slot * stride_slot
             v_offsets = offsets
             if V_T:
-                v_offsets = v_head_offset + paged_offsets(table_row_ptr, keys, keys < key_end,
-                                                          stride_block, 1, BLOCK_SIZE)
+                v_offsets = v_head_offset + block_offset + slot
             m_i, l_i, acc = fp8_tile_step(q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr,
                                           k_scale_ptr, v_scale_ptr, offsets, v_offsets, keys,
                                           key_end, last_key, qk_scale, MASKED, BLOCK_SIZE,

@@ -81,22 +81,26 @@ def _prefill_kernel(q_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
 
 
 def _launch(head_dim_pad: int, quant: bool, q_dtype, cache_dtype, fp8_operand,
-            fp8_v_in_registers) -> Launch:
-    """Default launch; small tiles keep the interpreter quick."""
+            **overrides) -> Launch:
+    """The launch: the default for the head dim and cache (small tiles keep the interpreter
+    quick) with the caller's non-None overrides (tile_m, tile_n, num_warps, num_stages,
+    v_in_registers)."""
     if quant:
         operand = resolve_launch(FP8_PREFILL, q_dtype, fp8_operand).operand
     else:
         check_no_fp8_options(cache_dtype, fp8_operand=fp8_operand,
-                             fp8_v_in_registers=fp8_v_in_registers)
+                             fp8_v_in_registers=overrides.pop("v_in_registers", None))
         operand = cache_dtype
     if INTERPRET:
-        return Launch(operand, tile_m=16, tile_n=16, num_warps=4, num_stages=1)
-    if operand == torch.float32:  # exact fp32 dots run on FMA units: small tiles spill less
-        return Launch(operand, tile_m=64, tile_n=32, num_warps=8, num_stages=2)
-    if head_dim_pad <= 128:
-        return replace(FP8_PREFILL, operand=operand) if quant else \
+        default = Launch(operand, tile_m=16, tile_n=16, num_warps=4, num_stages=1)
+    elif operand == torch.float32:  # exact fp32 dots run on FMA units: small tiles spill less
+        default = Launch(operand, tile_m=64, tile_n=32, num_warps=8, num_stages=2)
+    elif head_dim_pad <= 128:
+        default = replace(FP8_PREFILL, operand=operand) if quant else \
             Launch(operand, tile_m=128, tile_n=64, num_warps=8, num_stages=2)
-    return Launch(operand, tile_m=64, tile_n=32, num_warps=4, num_stages=2)
+    else:
+        default = Launch(operand, tile_m=64, tile_n=32, num_warps=4, num_stages=2)
+    return replace(default, **{k: v for k, v in overrides.items() if v is not None})
 
 
 def paged_prefill_attention(q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens,
@@ -142,19 +146,19 @@ def paged_prefill_attention(q, k_cache, v_cache, block_tables, cu_seqlens_q, con
     if T == 0 or num_seqs == 0 or max_q_len == 0:
         return out
     d_pad = max(16, next_pow2(D))
-    launch = _launch(d_pad, quant, q.dtype, k_cache.dtype, fp8_operand, fp8_v_in_registers)
-    tm, tn = tile_m or launch.tile_m, tile_n or launch.tile_n
+    launch = _launch(d_pad, quant, q.dtype, k_cache.dtype, fp8_operand, tile_m=tile_m,
+                     tile_n=tile_n, num_warps=num_warps, num_stages=num_stages,
+                     v_in_registers=fp8_v_in_registers)
     group = H_q // H_kv
-    _prefill_kernel[(cdiv(max_q_len * group, tm), num_seqs, H_kv)](
+    _prefill_kernel[(cdiv(max_q_len * group, launch.tile_m), num_seqs, H_kv)](
         q, k_cache, v_cache, k_scale if quant else k_cache, v_scale if quant else v_cache,
         block_tables, cu_seqlens_q, context_lens, out, scale * LOG2E,
         q.stride(0), q.stride(1), out.stride(0), out.stride(1), k_cache.stride(0),
         k_cache.stride(1), k_cache.stride(2), stride_v_head, block_tables.stride(0), GROUP=group,
-        HEAD_DIM=D, BLOCK_SIZE=bs, TILE_M=tm, TILE_N=tn, HEAD_DIM_PAD=d_pad,
-        **dot_args(launch.operand), QUANT=quant,
-        V_IN_REGISTERS=launch.v_in_registers if fp8_v_in_registers is None
-        else fp8_v_in_registers, V_T=v_transposed, num_warps=num_warps or launch.num_warps,
-        num_stages=num_stages or launch.num_stages)
+        HEAD_DIM=D, BLOCK_SIZE=bs, TILE_M=launch.tile_m, TILE_N=launch.tile_n,
+        HEAD_DIM_PAD=d_pad, **dot_args(launch.operand), QUANT=quant,
+        V_IN_REGISTERS=launch.v_in_registers and not v_transposed, V_T=v_transposed,
+        num_warps=launch.num_warps, num_stages=launch.num_stages)
     return out
 
 

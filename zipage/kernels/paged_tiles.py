@@ -1,6 +1,7 @@
 """Tile-level building blocks shared by the kernels that read the paged KV cache.
 
     paged_offsets        token positions -> element offsets, through a block table
+                         (paged_block_offsets: block offset and slot apart)
     load_kv_tile         a tile of cached K or V in the cache dtype
     dot_operand          a tile as a tl.dot operand (and the interpreter's half-precision fix)
     online_softmax_step  one flash-attention update of the running row max and sum
@@ -58,13 +59,23 @@ def dot_operand(x, DOT_DTYPE: tl.constexpr):
 
 
 @triton.jit
+def paged_block_offsets(table_row_ptr, positions, mask, stride_block,
+                        BLOCK_SIZE: tl.constexpr):
+    """(int64 offset of each position's block, its slot in the block): block
+    table_row[pos // BLOCK_SIZE], slot pos % BLOCK_SIZE. Masked positions read no table
+    entry (their block is block 0), so -1 padding is never followed."""
+    block = tl.load(table_row_ptr + positions // BLOCK_SIZE, mask=mask, other=0).to(tl.int64)
+    return block * stride_block, positions % BLOCK_SIZE
+
+
+@triton.jit
 def paged_offsets(table_row_ptr, positions, mask, stride_block, stride_slot,
                   BLOCK_SIZE: tl.constexpr):
-    """int64 offsets of one sequence's token positions in a paged cache: block
-    table_row[pos // BLOCK_SIZE], slot pos % BLOCK_SIZE. Masked positions read no table
-    entry (their offset is block 0's), so -1 padding is never followed."""
-    block = tl.load(table_row_ptr + positions // BLOCK_SIZE, mask=mask, other=0).to(tl.int64)
-    return block * stride_block + (positions % BLOCK_SIZE) * stride_slot
+    """int64 offsets of one sequence's token positions in a paged cache
+    (paged_block_offsets, the slot times stride_slot)."""
+    block_offset, slot = paged_block_offsets(table_row_ptr, positions, mask, stride_block,
+                                             BLOCK_SIZE)
+    return block_offset + slot * stride_slot
 
 
 @triton.jit

@@ -21,24 +21,38 @@ REGS_PER_SM = 65536
 MAX_BLOCKS_PER_SM = 32
 
 
-def compile_split_kernel(fp8: bool, num_warps: int = 4, num_stages: int = 2):
-    """The compiled kernel as ``paged_decode_attention`` launches it for Qwen3-8B's shape
-    (GROUP 4, head dim 128, block 256, tile 64), with the 16-byte alignment the launcher's
+def engine_launch(fp8: bool):
+    """The decode launch the engine uses for this cache (paged_decode / fp8_launch)."""
+    from zipage.kernels.fp8_launch import FP8_DECODE
+    from zipage.kernels.paged_decode import _DECODE
+    return FP8_DECODE if fp8 else _DECODE
+
+
+def compile_split_kernel(fp8: bool, launch=None):
+    """The compiled kernel as ``paged_decode_attention`` launches it in the engine for
+    Qwen3-8B's shape (GROUP 4, head dim 128, block 256; ``launch``: the engine's by default,
+    an FP8 cache with V stored transposed), with the 16-byte alignment the launcher's
     specialisation gives pointers and strides."""
     import triton
-    import triton.language as tl
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     from zipage.kernels.paged_decode import _split_kernel
+    from zipage.kernels.paged_tiles import dot_args
+    launch = launch or engine_launch(fp8)
     names = list(inspect.signature(_split_kernel.fn).parameters)
     kv = "*fp8e4nv" if fp8 else "*bf16"
     types = {"q_ptr": "*bf16", "out_ptr": "*bf16", "k_cache_ptr": kv, "v_cache_ptr": kv,
              "k_scale_ptr": "*fp32" if fp8 else kv, "v_scale_ptr": "*fp32" if fp8 else kv,
              "block_tables_ptr": "*i32", "context_lens_ptr": "*i32", "qk_scale": "fp32"}
-    constexprs = dict(DIRECT=False, GROUP=4, HEAD_DIM=128, BLOCK_SIZE=256, TILE_N=64,
-                      GROUP_PAD=16, HEAD_DIM_PAD=128, DOT_DTYPE=tl.bfloat16, DOT_PREC="tf32",
-                      QUANT=fp8)
+    operand = dot_args(launch.operand)
+    constexprs = dict(DIRECT=False, GROUP=4, HEAD_DIM=128, BLOCK_SIZE=256,
+                      TILE_N=launch.tile_n, GROUP_PAD=16, HEAD_DIM_PAD=128,
+                      DOT_DTYPE=operand["DOT_DTYPE"], DOT_PREC=operand["DOT_PREC"],
+                      QUANT=fp8, V_IN_REGISTERS=fp8 and launch.v_in_registers, V_T=fp8)
+    missing = [n for n in names if n.isupper() and n not in constexprs]
+    if missing:  # a new constexpr of the kernel must be decided here, not defaulted
+        raise RuntimeError(f"decode_occupancy: no value for the kernel's {missing}")
     signature, attrs = {}, {}
     for i, n in enumerate(names):
         signature[n] = ("constexpr" if n in constexprs else types.get(n) or
@@ -49,7 +63,8 @@ def compile_split_kernel(fp8: bool, num_warps: int = 4, num_stages: int = 2):
     src = ASTSource(fn=_split_kernel, signature=signature, attrs=attrs,
                     constexprs={(names.index(k),): v for k, v in constexprs.items()})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                          options=dict(num_warps=num_warps, num_stages=num_stages))
+                          options=dict(num_warps=launch.num_warps,
+                                       num_stages=launch.num_stages))
 
 
 def registers(kernel) -> int:
@@ -77,10 +92,13 @@ def programs_per_sm(shared_bytes: int, regs_per_thread: int, num_warps: int = 4)
 def main(argv=None) -> int:
     argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args(argv)
     for fp8 in (False, True):
-        k = compile_split_kernel(fp8)
+        launch = engine_launch(fp8)
+        k = compile_split_kernel(fp8, launch)
         regs = registers(k)
-        occ = programs_per_sm(k.metadata.shared, regs)
-        print(f"{'fp8' if fp8 else 'bf16'} cache: {k.metadata.shared} B shared memory, {regs} "
+        occ = programs_per_sm(k.metadata.shared, regs, launch.num_warps)
+        print(f"{'fp8' if fp8 else 'bf16'} cache ({launch.tile_n} keys per tile, "
+              f"{launch.num_warps} warps, {launch.num_stages} stages): "
+              f"{k.metadata.shared} B shared memory, {regs} "
               f"registers per thread -> {occ['by_shared_memory']} programs per SM by shared "
               f"memory, {occ['by_registers']} by registers: {occ['programs_per_sm']}")
     return 0
