@@ -88,6 +88,14 @@ STAGES = {
     "fp8-full-long": Stage("Full KV 64 x (128 -> 16384) with FP8 KV", [
         bench("full64x16k_fp8", 420, *FULL_64X16K, "--kv-cache-dtype", "fp8",
               "--json", "{out}/full64x16k_fp8.json")]),
+    "fp8-profile": Stage("where FP8's step time goes, next to bf16: 512 decode rows at a short "
+                         "context (the step without KV reads, T(512): FP8 1.6 ms over bf16 in "
+                         "the calibration) and the compression stages (FP8 3x bf16 there)", [
+        bench(f"profile512_{kv}", 240, "profile", "--num-requests", "512", "--budget", "0",
+              "--block-size", "256", "--kv-cache-tokens", "200000", "--kv-cache-dtype", kv,
+              "--json", f"{{out}}/profile512_{kv}.json") for kv in ("auto", "fp8")] + [
+        bench(f"compression_{kv}", 240, "compression", "--kv-cache-dtype", kv,
+              "--json", f"{{out}}/compression_{kv}.json") for kv in ("auto", "fp8")]),
     "full-long": Stage("Full KV 64 x (128 -> 16384) with bf16 KV", [
         bench("full64x16k_bf16", 540, *FULL_64X16K, "--kv-cache-dtype", "auto",
               "--json", "{out}/full64x16k_bf16.json")]),

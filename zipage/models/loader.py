@@ -62,6 +62,36 @@ def load_tokenizer(path: str, gguf: str | None, tokenizer: str | None, vocab_siz
     return tok
 
 
+def available_host_bytes() -> int | None:
+    """MemAvailable of /proc/meminfo (Linux), None where it cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def check_fits_in_host_memory(spec: ModelSpec, dtype: torch.dtype, tp: TPGroup,
+                              name: str) -> None:
+    """On the CPU, weights larger than the host's available memory fail here, with the sizes,
+    rather than the process being killed mid-allocation (qwen3-8b is 33 GB in float32)."""
+    available = available_host_bytes()
+    if available is None:
+        return
+    with torch.device("meta"):
+        shapes = CausalLM(spec, tp)
+    need = sum(p.numel() for p in shapes.parameters()) * dtype.itemsize
+    if need > available:
+        raise MemoryError(
+            f"{name}: its weights take {need / 1e9:.1f} GB in {str(dtype).split('.')[-1]}, more "
+            f"than the {available / 1e9:.1f} GB of memory available on this host. Run it on a "
+            f"GPU, or pick a smaller model (the default smollm2-135m runs on the CPU; the "
+            f"benchmarks take --cpu-smoke).")
+
+
 def build_model(spec: ModelSpec, path: str, gguf: str | None, load_format: str,
                 dtype: torch.dtype, device: torch.device, seed: int = 0,
                 tp: TPGroup = SINGLE) -> CausalLM:
@@ -70,6 +100,8 @@ def build_model(spec: ModelSpec, path: str, gguf: str | None, load_format: str,
     default_dtype = torch.get_default_dtype()
     torch.set_default_dtype(dtype)  # build in the target dtype: no full-precision copy
     try:
+        if torch.device(device).type == "cpu":
+            check_fits_in_host_memory(spec, dtype, tp, gguf or path)
         with torch.device(device):
             model = CausalLM(spec, tp)
     finally:
