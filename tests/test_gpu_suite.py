@@ -66,3 +66,15 @@ def test_a_run_logs_times_and_survives_failures_and_overruns(monkeypatch, capsys
     assert phases[0::2] == ["hello-start", "hello-end", "broken-start", "broken-end",
                             "slow-start", "slow-end", "report-start", "report-end"]
     assert "killed at its 1 s limit" in slow_log
+
+
+def test_every_bench_command_of_every_stage_parses():
+    """A stage's arguments are the subcommand's own options (an unknown one would end the
+    stage at once on the device, after minutes of cold start)."""
+    for name, stage in st.STAGES.items():
+        for c in stage.commands:
+            argv = c.resolved("/tmp/suite")
+            if argv[1:3] != ["-m", "scripts.bench"]:
+                continue
+            args = bench.build_parser(argv[3]).parse_args(argv[3:])
+            assert args.subcommand == argv[3], (name, c.name)
