@@ -92,7 +92,7 @@ STAGES = {
                          "context (the step without KV reads, T(512): FP8 1.6 ms over bf16 in "
                          "the calibration) and the compression stages (FP8 3x bf16 there)", [
         bench(f"profile512_{kv}", 240, "profile", "--num-requests", "512", "--budget", "0",
-              "--block-size", "256", "--kv-cache-tokens", "200000", "--kv-cache-dtype", kv,
+              "--block-size", "256", "--kv-cache-tokens", "400000", "--kv-cache-dtype", kv,
               "--json", f"{{out}}/profile512_{kv}.json") for kv in ("auto", "fp8")] + [
         bench(f"compression_{kv}", 240, "compression", "--kv-cache-dtype", kv,
               "--json", f"{{out}}/compression_{kv}.json") for kv in ("auto", "fp8")]),
