@@ -100,7 +100,7 @@ def _launch(head_dim_pad: int, quant: bool, q_dtype, cache_dtype, fp8_operand,
             Launch(operand, tile_m=128, tile_n=64, num_warps=8, num_stages=2)
     else:
         default = Launch(operand, tile_m=64, tile_n=32, num_warps=4, num_stages=2)
-    return replace(default, **{k: v for k, v in overrides.items() if v is not None})
+    return resolve_launch(default, q_dtype, operand, **overrides)
 
 
 def paged_prefill_attention(q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens,
