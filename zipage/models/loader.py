@@ -77,13 +77,14 @@ def available_host_bytes() -> int | None:
 def check_fits_in_host_memory(spec: ModelSpec, dtype: torch.dtype, tp: TPGroup,
                               name: str) -> None:
     """On the CPU, weights larger than the host's available memory fail here, with the sizes,
-    rather than the process being killed mid-allocation (qwen3-8b is 33 GB in float32)."""
+    rather than the process being killed mid-allocation (qwen3-8b is 33 GB in float32). With
+    tensor parallelism on the CPU every rank's share sits on this one host."""
     available = available_host_bytes()
     if available is None:
         return
     with torch.device("meta"):
         shapes = CausalLM(spec, tp)
-    need = sum(p.numel() for p in shapes.parameters()) * dtype.itemsize
+    need = sum(p.numel() for p in shapes.parameters()) * dtype.itemsize * tp.size
     if need > available:
         raise MemoryError(
             f"{name}: its weights take {need / 1e9:.1f} GB in {str(dtype).split('.')[-1]}, more "
