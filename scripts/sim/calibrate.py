@@ -92,6 +92,9 @@ def add_arguments(p):
                    help="--host-from-trace refits only these configs (default: all of "
                         "--host-engines)")
     p.add_argument("--merge-note", help="where the merged configs were measured (in words)")
+    p.add_argument("--replace", action="store_true",
+                   help="with --merge: a config --base already has is replaced (recalibrated "
+                        "after a kernel change); without it such a merge is refused")
     p.add_argument("--decode-waves", action="store_true",
                    help="refit every config's device model of --base with the decode kernel's "
                         "waves fitted to its raw grid (CPU; docs/throughput_model.md)")
@@ -196,6 +199,9 @@ def calibrate_config(a, text, model, spec, model_name, base, device, dtype) -> t
 
 
 def main(a) -> int:
+    if a.replace and not a.merge:
+        raise SystemExit("--replace replaces configs of --base with those of --merge files: "
+                         "give --merge")
     if a.from_trace or a.add_start or a.merge or a.host_from_trace or a.decode_waves:
         from scripts.sim.refit import refit
         return refit(a)

@@ -43,7 +43,7 @@ def refit(a) -> int:
     merged = None
     for path in a.merge or []:
         merged = (merged or []) + merge_configs(data, json.loads(Path(path).read_text()), path,
-                                                note=a.merge_note)
+                                                note=a.merge_note, replace=a.replace)
     if a.add_start:
         add_start(data, keys=merged)  # with --merge: the merged configs only
         data["start_added"] = True

@@ -133,7 +133,12 @@ def main(a) -> int:
         print(f"host Python functions by own time (cProfile run, "
               f"{llm.last_stats.num_steps} steps):")
         pstats.Stats(pr).sort_stats("tottime").print_stats(a.python_profile)
+    top = sorted((e for e in events if e.self_device_time_total > 0),
+                 key=lambda e: -e.self_device_time_total)[:a.top_kernels]
+    kernels = [dict(name=e.key, ms_per_step=e.self_device_time_total / 1e3 / steps,
+                    calls=e.count) for e in top]  # the table's rows, for comparing runs
     bc.write_json(a.json, dict(environment=env, workload=workload, wall_ms_per_step=wall * 1e3 /
                                steps, gpu_kernel_ms_per_step=kernel_us / 1e3 / steps,
-                               host_phase_ms_per_step=phases, stats=st.as_dict()))
+                               host_phase_ms_per_step=phases, top_device_ms_per_step=kernels,
+                               stats=st.as_dict()))
     return 0

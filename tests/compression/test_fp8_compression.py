@@ -24,7 +24,8 @@ def _fp8_scene(q_dtype=torch.float32, **kw):
 
 @pytest.mark.parametrize("q_dtype,fp8_operand,tile_n,scene", [
     (torch.float32, None, None, {}),  # fp32 operands
-    (torch.bfloat16, None, None, {}),  # f16 operands (the default), tile of 64 over 4 blocks
+    (torch.bfloat16, None, None, {}),  # f16 operands (the default), tile of 32 over 2 blocks
+    (torch.bfloat16, None, 64, {}),  # the former default tile: 64 over 4 blocks
     (torch.bfloat16, torch.bfloat16, 16, dict(D=64, G=4)),  # a tile per block, group of 4
     (torch.float16, torch.float16, 32, dict(D=80, G=3)),  # head dim padded, group of 3
 ])

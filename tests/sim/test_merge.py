@@ -68,3 +68,32 @@ def test_merge_refuses_another_gpu_and_a_config_the_base_has():
     with pytest.raises(ValueError, match="no config zipage/b16"):
         merge_configs(calibration(["fullkv/b256"]), calibration(["zipage/b32"]), "x.json",
                       keys=["zipage/b16"], log=lambda *_: None)
+
+
+def test_replace_recalibrates_a_config_and_keeps_what_it_replaced(tmp_path):
+    base, first, second, out = (tmp_path / n for n in ("base.json", "f1.json", "f2.json",
+                                                       "out.json"))
+    base.write_text(json.dumps(calibration(["fullkv/b256"])))
+    first.write_text(json.dumps(calibration(["fullkv/b256/fp8"])))
+    assert bench.main(["calibrate", "--merge", str(first), "--base", str(base),
+                       "--out", str(out)]) == 0
+    redone = calibration(["fullkv/b256/fp8"])
+    redone["environment"]["zipage_commit"] = "def5678"
+    redone["models"]["fullkv/b256/fp8"]["device"]["base"] = 0.123
+    second.write_text(json.dumps(redone))
+    with pytest.raises(ValueError, match="--replace to recalibrate"):
+        bench.main(["calibrate", "--merge", str(second), "--base", str(out), "--out", str(out)])
+    assert bench.main(["calibrate", "--merge", str(second), "--replace", "--base", str(out),
+                       "--out", str(out)]) == 0
+    after = json.loads(out.read_text())
+    assert after["models"]["fullkv/b256/fp8"]["device"]["base"] == 0.123
+    assert after["models"]["fullkv/b256"] == calibration(["fullkv/b256"])["models"]["fullkv/b256"]
+    [record] = after["merged"]
+    assert (record["from"], record["zipage_commit"]) == (str(second), "def5678")
+    assert (record["replaces"]["from"], record["replaces"]["zipage_commit"]) == (str(first),
+                                                                                  "abc1234")
+
+
+def test_replace_without_merge_is_refused(tmp_path):
+    with pytest.raises(SystemExit, match="give --merge"):
+        bench.main(["calibrate", "--replace", "--base", "x.json", "--out", str(tmp_path / "o")])

@@ -112,7 +112,7 @@ def attention_score(k_cache, query_cache, slots, block_tables, phys_lens, window
     window_pos:   int32 (B, W) physical index of the token whose query is at ring index w
     k_scale:      float32 (L, NB, b, H_kv) for an fp8 k_cache (fp8.py), else None
     tile_n, num_warps, num_stages, fp8_operand: launch overrides (fp8_launch.py; defaults
-                  64 keys, 4 warps, 3 stages, or fp8_launch.FP8_SCORE for an fp8 cache)
+                  64 keys, 4 warps, 3 stages; an fp8 cache: fp8_launch.FP8_SCORE)
     returns       float32 (L, B, H_kv, n_max * b); 0 at slots >= phys_len
     """
     L, NB, b, H, D = k_cache.shape
