@@ -64,11 +64,10 @@ def _compact_kernel(k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr, keep_ptr
         moved = kept & (src != dst)  # a kept slot already in place needs no copy
         mask = moved[:, None] & col_ok
         k = tl.load(k_cache_ptr + src[:, None] + cols[None, :], mask=mask)
-        if V_T:  # V stored transposed (fp8.transposed_v_view): tiles (D, slots), slot stride 1
+        if V_T:  # V stored transposed (fp8.transposed_v_view): slot stride 1, D stride b
             v_src = v_head_offset + src_block + src_slot
             v_dst = v_head_offset + dst_block + dst_slot
-            v_mask = moved[None, :] & (cols[:, None] < HEAD_DIM)
-            v = tl.load(v_cache_ptr + v_src[None, :] + cols[:, None] * BLOCK_SIZE, mask=v_mask)
+            v = tl.load(v_cache_ptr + v_src[:, None] + cols[None, :] * BLOCK_SIZE, mask=mask)
         else:
             v = tl.load(v_cache_ptr + src[:, None] + cols[None, :], mask=mask)
         if QUANT:
@@ -77,7 +76,7 @@ def _compact_kernel(k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr, keep_ptr
         tl.debug_barrier()  # every load of the chunk lands before any store may overwrite it
         tl.store(k_cache_ptr + dst[:, None] + cols[None, :], k, mask=mask)
         if V_T:
-            tl.store(v_cache_ptr + v_dst[None, :] + cols[:, None] * BLOCK_SIZE, v, mask=v_mask)
+            tl.store(v_cache_ptr + v_dst[:, None] + cols[None, :] * BLOCK_SIZE, v, mask=mask)
         else:
             tl.store(v_cache_ptr + dst[:, None] + cols[None, :], v, mask=mask)
         if QUANT:
