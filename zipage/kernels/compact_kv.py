@@ -12,6 +12,8 @@ Since p <= j, a store only overwrites source positions <= the chunk's last slot,
 chunks read later positions. Within a chunk warps run unsynchronised, so a barrier separates
 the loads from the stores (and the launch disables async prefetching across it).
 An FP8 cache's scales (fp8.py: at offset // D) move with their rows, in the same chunk.
+V stored transposed moves as a (slots, D) tile too: Triton then lays a warp along the slots,
+its contiguous bytes (written (D, slots), Triton 3.6 put a warp along D, 256 bytes apart).
 """
 import torch
 
