@@ -42,8 +42,11 @@ def refit(a) -> int:
     data = json.loads(Path(a.base).read_text())
     merged = None
     for path in a.merge or []:
-        merged = (merged or []) + merge_configs(data, json.loads(Path(path).read_text()), path,
-                                                note=a.merge_note, replace=a.replace)
+        try:
+            merged = (merged or []) + merge_configs(data, json.loads(Path(path).read_text()),
+                                                    path, note=a.merge_note, replace=a.replace)
+        except ValueError as e:  # another GPU, a config the base has: the user's call to fix
+            raise SystemExit(f"calibrate --merge: {e}") from None
     if a.add_start:
         add_start(data, keys=merged)  # with --merge: the merged configs only
         data["start_added"] = True

@@ -81,7 +81,7 @@ def test_replace_recalibrates_a_config_and_keeps_what_it_replaced(tmp_path):
     redone["environment"]["zipage_commit"] = "def5678"
     redone["models"]["fullkv/b256/fp8"]["device"]["base"] = 0.123
     second.write_text(json.dumps(redone))
-    with pytest.raises(ValueError, match="--replace to recalibrate"):
+    with pytest.raises(SystemExit, match="--replace to recalibrate"):
         bench.main(["calibrate", "--merge", str(second), "--base", str(out), "--out", str(out)])
     assert bench.main(["calibrate", "--merge", str(second), "--replace", "--base", str(out),
                        "--out", str(out)]) == 0
