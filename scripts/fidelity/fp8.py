@@ -8,13 +8,16 @@ Storage variants ("kv"):
   layer_calib   simulated: e4m3 with a static scale per (layer, K or V) = amax / 448 over a
                 calibration text disjoint from the scored ones (vLLM-style calibrated scales)
   head_calib    simulated: as layer_calib, one scale per (layer, KV head, K or V)
+  bf16          simulated: K/V rounded to bfloat16 (a bf16 model's cache, as on the GPU); with
+                a budget, how far any rounding of K/V moves Zipage through its eviction choices
 Simulated variants quantise-dequantise K/V in the model-dtype cache at the write (the
 engine's KV write is wrapped); nothing else changes. Texts: MATH-500 problems + solutions
 (texts.py). Full KV cells run one engine prefill per text and score every
 position >= --score-from (teacher forcing is causal and prefill attention reads K/V back from
 the cache, so these are the log p of teacher-forced decoding, for one forward). A Zipage
 cell at budget B has the first B tokens as prompt and forces the rest through decode steps
-(compressing every block, as in a long generation); it is scored on positions >= B + block.
+(compressing every block, as in a long generation); it is scored on positions >= B + block. Budget cells run --budget-variants (auto and fp8 by
+default).
 
   python -m scripts.bench fp8-fidelity --num-texts 4 --text-tokens 1536 --out results/fp8_full
   python -m scripts.bench fp8-fidelity --num-texts 2 --text-tokens 1024 --block-size 64 \\
@@ -37,7 +40,7 @@ from scripts.fidelity import texts as ft
 from zipage.kernels.fp8 import FP8_DTYPE, FP8_MAX
 
 ROOT = Path(__file__).resolve().parents[2]
-VARIANTS = ("auto", "fp8", "tensor1", "layer_calib", "head_calib")
+VARIANTS = ("auto", "fp8", "tensor1", "layer_calib", "head_calib", "bf16")
 
 
 class _SimulatedStore:
@@ -61,6 +64,17 @@ class _SimulatedStore:
         else:
             key, value = (_fake_fp8(x, self.scales[i, layer]) for i, x in enumerate((key, value)))
         return self.original(key, value, k_cache, v_cache, slot_mapping, k_scale, v_scale)
+
+
+class _RoundedStore:
+    """Wraps the engine's KV write: K/V rounded to `dtype` first (cache dtype unchanged)."""
+
+    def __init__(self, dtype):
+        self.dtype, self.original = dtype, attention_mod.store_kv
+
+    def __call__(self, key, value, *args, **kwargs):
+        key, value = (x.to(self.dtype).to(x.dtype) for x in (key, value))
+        return self.original(key, value, *args, **kwargs)
 
 
 def _fake_fp8(x, scale):
@@ -132,6 +146,9 @@ def _run(args, texts, kv, budget, scales, num_layers):
     sim = None
     if kv == "fp8":
         opts = dict(opts, kv_cache_dtype="fp8")
+    elif kv == "bf16":
+        sim = _RoundedStore(torch.bfloat16)
+        attention_mod.store_kv = sim
     elif kv != "auto":
         s = {"tensor1": torch.ones(2, num_layers), "layer_calib": scales.amax(-1),
              "head_calib": scales}[kv]
@@ -154,7 +171,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--text-tokens", type=int, default=2048)
     ap.add_argument("--block-size", type=int, default=64)
     ap.add_argument("--budgets", type=int, nargs="*", default=[256, 512])
-    ap.add_argument("--full-variants", nargs="*", default=list(VARIANTS), choices=VARIANTS)
+    ap.add_argument("--full-variants", nargs="*", default=list(VARIANTS[:5]), choices=VARIANTS)
+    ap.add_argument("--budget-variants", nargs="+", default=["auto", "fp8"], choices=VARIANTS,
+                    help="storage variants of the budget cells; auto (their reference) first")
     ap.add_argument("--score-from", type=int, default=64, help="first scored position (Full KV)")
     ap.add_argument("--sinks", type=int, default=4)
     ap.add_argument("--seed", type=int, default=3)
@@ -164,6 +183,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def main(args) -> int:
+    if args.budgets and args.budget_variants[0] != "auto":
+        raise SystemExit("--budget-variants: auto (the reference of every budget cell) first")
+    if set(args.budget_variants) & {"layer_calib", "head_calib"}:
+        raise SystemExit("--budget-variants: the calibrated variants are Full KV only")
     torch.set_num_threads(1)
     _cache_model_loading()
     tok = fe.load_tokenizer(args.model)
@@ -178,7 +201,7 @@ def main(args) -> int:
     if any(kv.endswith("_calib") for kv in args.full_variants):
         scales = _calibrate(args.model, calib, num_layers, args.block_size, args.device)
     cells = [(kv, None) for kv in args.full_variants]
-    cells += [(kv, b) for b in args.budgets for kv in ("auto", "fp8")]
+    cells += [(kv, b) for b in args.budgets for kv in args.budget_variants]
     results, out = {}, Path(args.out)
     for kv, budget in cells:
         t0 = time.perf_counter()
