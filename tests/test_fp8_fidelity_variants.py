@@ -12,7 +12,7 @@ def test_bf16_variant_writes_bf16_rounded_kv_into_the_fp32_cache(monkeypatch):
     written = {}
     monkeypatch.setattr(attention_mod, "store_kv",
                         lambda key, value, *a, **kw: written.update(key=key, value=value))
-    store = fidelity_fp8._RoundedStore(torch.bfloat16)
+    store = fidelity_fp8._RoundedStore(*fidelity_fp8.ROUNDED["bf16"])
     key, value = torch.randn(5, 2, 8), torch.randn(5, 2, 8)
     store(key, value, None, None, None)
     for name, x in (("key", key), ("value", value)):
@@ -28,3 +28,18 @@ def test_bf16_variant_writes_bf16_rounded_kv_into_the_fp32_cache(monkeypatch):
 def test_budget_variants_need_auto_first_and_no_calibration(variants, message):
     with pytest.raises(SystemExit, match=message):
         bench.main(["fp8-fidelity", "--budgets", "256", "--budget-variants", *variants])
+
+
+@pytest.mark.parametrize("variant,rounded", [("fp8_k", "key"), ("fp8_v", "value")])
+def test_fp8_k_and_fp8_v_round_one_of_k_and_v_as_the_engine_does(monkeypatch, variant, rounded):
+    from zipage.kernels.fp8 import dequantize_reference, quantize_reference
+    written = {}
+    monkeypatch.setattr(attention_mod, "store_kv",
+                        lambda key, value, *a, **kw: written.update(key=key, value=value))
+    store = fidelity_fp8._RoundedStore(*fidelity_fp8.ROUNDED[variant])
+    x = {"key": torch.randn(5, 2, 8), "value": torch.randn(5, 2, 8)}
+    store(x["key"], x["value"], None, None, None)
+    for name in ("key", "value"):
+        expected = dequantize_reference(*quantize_reference(x[name])) if name == rounded \
+            else x[name]
+        assert torch.equal(written[name], expected)

@@ -10,6 +10,9 @@ Storage variants ("kv"):
   head_calib    simulated: as layer_calib, one scale per (layer, KV head, K or V)
   bf16          simulated: K/V rounded to bfloat16 (a bf16 model's cache, as on the GPU); with
                 a budget, how far any rounding of K/V moves Zipage through its eviction choices
+  fp8_k, fp8_v  simulated: K alone (or V alone) through the engine's e4m3 with its scale per
+                (token, KV head); V enters no eviction score, so with a budget fp8_v is the
+                kept values' cost alone and fp8_k the logits' and eviction choices'
 Simulated variants quantise-dequantise K/V in the model-dtype cache at the write (the
 engine's KV write is wrapped); nothing else changes. Texts: MATH-500 problems + solutions
 (texts.py). Full KV cells run one engine prefill per text and score every
@@ -40,7 +43,7 @@ from scripts.fidelity import texts as ft
 from zipage.kernels.fp8 import FP8_DTYPE, FP8_MAX
 
 ROOT = Path(__file__).resolve().parents[2]
-VARIANTS = ("auto", "fp8", "tensor1", "layer_calib", "head_calib", "bf16")
+VARIANTS = ("auto", "fp8", "tensor1", "layer_calib", "head_calib", "bf16", "fp8_k", "fp8_v")
 
 
 class _SimulatedStore:
@@ -66,15 +69,32 @@ class _SimulatedStore:
         return self.original(key, value, k_cache, v_cache, slot_mapping, k_scale, v_scale)
 
 
-class _RoundedStore:
-    """Wraps the engine's KV write: K/V rounded to `dtype` first (cache dtype unchanged)."""
+def _round_to(dtype):
+    return lambda x: x.to(dtype).to(x.dtype)
 
-    def __init__(self, dtype):
-        self.dtype, self.original = dtype, attention_mod.store_kv
+
+def _engine_fp8(x):
+    """x through the engine's e4m3 (scale per row of D), back in x's dtype."""
+    from zipage.kernels.fp8 import dequantize_reference, quantize_reference
+    return dequantize_reference(*quantize_reference(x)).to(x.dtype)
+
+
+class _RoundedStore:
+    """Wraps the engine's KV write: K and V through `round_k` / `round_v` first (None: as
+    they are; the cache dtype is unchanged)."""
+
+    def __init__(self, round_k, round_v):
+        self.round_k, self.round_v = round_k, round_v
+        self.original = attention_mod.store_kv
 
     def __call__(self, key, value, *args, **kwargs):
-        key, value = (x.to(self.dtype).to(x.dtype) for x in (key, value))
+        key = self.round_k(key) if self.round_k else key
+        value = self.round_v(value) if self.round_v else value
         return self.original(key, value, *args, **kwargs)
+
+
+ROUNDED = {"bf16": (_round_to(torch.bfloat16), _round_to(torch.bfloat16)),
+           "fp8_k": (_engine_fp8, None), "fp8_v": (None, _engine_fp8)}
 
 
 def _fake_fp8(x, scale):
@@ -146,8 +166,8 @@ def _run(args, texts, kv, budget, scales, num_layers):
     sim = None
     if kv == "fp8":
         opts = dict(opts, kv_cache_dtype="fp8")
-    elif kv == "bf16":
-        sim = _RoundedStore(torch.bfloat16)
+    elif kv in ROUNDED:
+        sim = _RoundedStore(*ROUNDED[kv])
         attention_mod.store_kv = sim
     elif kv != "auto":
         s = {"tensor1": torch.ones(2, num_layers), "layer_calib": scales.amax(-1),
