@@ -61,4 +61,7 @@ def test_trace_records_every_step(folder):
     assert sum(r["preempted"] for r in records) == stats.num_preemptions
     assert all(r["device_s"] is not None and r["device_s"] > 0 for r in records)
     t = summarize(records)
-    assert 0 < t["launch_s"] <= t["wall_s"] <= stats.wall_time_s
+    assert 0 < t["launch_s"] <= t["wall_s"]
+    # the trace's first start is its end minus its phases (host timings), so on a loaded
+    # host it can precede the engine's own clock start a little (1.6% seen on 2-core CI)
+    assert t["wall_s"] <= 1.05 * stats.wall_time_s
