@@ -19,8 +19,8 @@ engine's KV write is wrapped); nothing else changes. Texts: MATH-500 problems + 
 position >= --score-from (teacher forcing is causal and prefill attention reads K/V back from
 the cache, so these are the log p of teacher-forced decoding, for one forward). A Zipage
 cell at budget B has the first B tokens as prompt and forces the rest through decode steps
-(compressing every block, as in a long generation); it is scored on positions >= B + block. Budget cells run --budget-variants (auto and fp8 by
-default).
+(compressing every block, as in a long generation); it is scored on positions >= B + block.
+Budget cells run --budget-variants (auto and fp8 by default).
 
   python -m scripts.bench fp8-fidelity --num-texts 4 --text-tokens 1536 --out results/fp8_full
   python -m scripts.bench fp8-fidelity --num-texts 2 --text-tokens 1024 --block-size 64 \\
