@@ -34,6 +34,10 @@ class EngineConfig:
     # "auto": K/V in the model dtype; "fp8": e4m3 with a float32 scale per (token, KV head)
     # (docs/fp8.md): about half the bytes per token, so about twice the tokens per pool.
     kv_cache_dtype: str = "auto"
+    # fp8 only: q and k rotated by an orthonormal Hadamard matrix before K is rounded to
+    # e4m3 (q.k unchanged, rounding error spread over all channels; docs/fp8.md).
+    # None: on with kv_cache_dtype="fp8".
+    fp8_key_rotation: bool | None = None
     enable_prefix_caching: bool = True
     enforce_eager: bool = False  # True disables CUDA graphs for decode
     # Schedule step N+1 while step N runs on the device (its sampled tokens stay on the
@@ -91,6 +95,11 @@ class EngineConfig:
             raise ValueError(f"load_format must be 'auto' or 'dummy', got {self.load_format!r}")
         if self.kv_cache_dtype not in ("auto", "fp8"):
             raise ValueError(f"kv_cache_dtype must be 'auto' or 'fp8', got {self.kv_cache_dtype!r}")
+        if self.fp8_key_rotation not in (None, True, False):
+            raise ValueError(f"fp8_key_rotation must be true, false or null, got "
+                             f"{self.fp8_key_rotation!r}")
+        if self.fp8_key_rotation and self.kv_cache_dtype != "fp8":
+            raise ValueError("fp8_key_rotation applies to kv_cache_dtype='fp8' only")
         if self.device not in ("auto", "cuda", "cpu"):
             raise ValueError(f"device must be 'auto', 'cuda' or 'cpu', got {self.device!r}")
         tp = self.tensor_parallel_size
@@ -111,6 +120,11 @@ class EngineConfig:
         if self.device == "cuda" and not torch.cuda.is_available():
             raise RuntimeError("device='cuda' but no CUDA GPU is available")
         return torch.device(self.device)
+
+    @property
+    def rotates_keys(self) -> bool:
+        """q and k go through the Hadamard rotation (zipage/layers/key_rotation.py)."""
+        return self.kv_cache_dtype == "fp8" and self.fp8_key_rotation is not False
 
     def kv_dtype(self, model_dtype: torch.dtype) -> torch.dtype:
         """dtype of the K/V cache tensors."""

@@ -3,7 +3,8 @@ the full-precision cache, for Full KV and for Zipage (default score) at some bud
 
 Storage variants ("kv"):
   auto          the model dtype (fp32 on CPU): the reference of every cell
-  fp8           the engine's kv_cache_dtype="fp8": e4m3, a float32 scale per (token, KV head)
+  fp8           the engine's kv_cache_dtype="fp8": e4m3, a float32 scale per (token, KV head),
+                q and k Hadamard-rotated (fp8_key_rotation); fp8_unrotated: the same without
   tensor1       simulated: e4m3 with one static scale 1.0 (vLLM's default without calibration)
   layer_calib   simulated: e4m3 with a static scale per (layer, K or V) = amax / 448 over a
                 calibration text disjoint from the scored ones (vLLM-style calibrated scales)
@@ -13,6 +14,8 @@ Storage variants ("kv"):
   fp8_k, fp8_v  simulated: K alone (or V alone) through the engine's e4m3 with its scale per
                 (token, KV head); V enters no eviction score, so with a budget fp8_v is the
                 kept values' cost alone and fp8_k the logits' and eviction choices'
+  fp8_rot       simulated: as fp8_unrotated, with K rounded in a Hadamard-rotated basis (q and
+                k both rotated leave q.k unchanged: the engine's fp8); fp8_k_rot: K alone
 Simulated variants quantise-dequantise K/V in the model-dtype cache at the write (the
 engine's KV write is wrapped); nothing else changes. Texts: MATH-500 problems + solutions
 (texts.py). Full KV cells run one engine prefill per text and score every
@@ -43,7 +46,8 @@ from scripts.fidelity import texts as ft
 from zipage.kernels.fp8 import FP8_DTYPE, FP8_MAX
 
 ROOT = Path(__file__).resolve().parents[2]
-VARIANTS = ("auto", "fp8", "tensor1", "layer_calib", "head_calib", "bf16", "fp8_k", "fp8_v")
+VARIANTS = ("auto", "fp8", "tensor1", "layer_calib", "head_calib", "bf16", "fp8_k", "fp8_v",
+            "fp8_rot", "fp8_k_rot", "fp8_unrotated")
 
 
 class _SimulatedStore:
@@ -93,8 +97,16 @@ class _RoundedStore:
         return self.original(key, value, *args, **kwargs)
 
 
+def _engine_fp8_rotated(x):
+    """x through the engine's e4m3 in the Hadamard-rotated basis, rotated back: what q.k
+    sees when q and k are both rotated (zipage/layers/key_rotation.py)."""
+    from zipage.layers.key_rotation import rotate
+    return rotate(_engine_fp8(rotate(x)))
+
+
 ROUNDED = {"bf16": (_round_to(torch.bfloat16), _round_to(torch.bfloat16)),
-           "fp8_k": (_engine_fp8, None), "fp8_v": (None, _engine_fp8)}
+           "fp8_k": (_engine_fp8, None), "fp8_v": (None, _engine_fp8),
+           "fp8_rot": (_engine_fp8_rotated, _engine_fp8), "fp8_k_rot": (_engine_fp8_rotated, None)}
 
 
 def _fake_fp8(x, scale):
@@ -164,8 +176,8 @@ def _prefill_logprobs(args, texts, opts):
 def _run(args, texts, kv, budget, scales, num_layers):
     opts = fm.options(fm.DEFAULT, args.sinks) if budget else {}
     sim = None
-    if kv == "fp8":
-        opts = dict(opts, kv_cache_dtype="fp8")
+    if kv in ("fp8", "fp8_unrotated"):
+        opts = dict(opts, kv_cache_dtype="fp8", fp8_key_rotation=kv == "fp8")
     elif kv in ROUNDED:
         sim = _RoundedStore(*ROUNDED[kv])
         attention_mod.store_kv = sim
