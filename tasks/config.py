@@ -61,6 +61,7 @@ class EngineCfg:
     gpu_memory_utilization: Optional[float] = None
     kv_cache_tokens: Optional[int] = None
     kv_cache_dtype: Optional[str] = None  # null/"auto": the model dtype; "fp8": e4m3 + scales
+    fp8_key_rotation: Optional[bool] = None  # fp8: q, k Hadamard-rotated first (null: on)
     dtype: Optional[str] = None
     device: str = "auto"
     enforce_eager: Optional[bool] = None

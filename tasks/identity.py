@@ -51,6 +51,11 @@ def settings(eff, device: str, compression: dict | None = None) -> dict:
     engine = {k: v for k, v in {**engine, **extra}.items() if k not in SCHEDULING_ONLY}
     if engine.get("kv_cache_dtype", "auto") in (None, "auto"):  # the default: keys made
         engine.pop("kv_cache_dtype", None)  # before the option existed stay the same
+    rotation = engine.pop("fp8_key_rotation", None)
+    if engine.get("kv_cache_dtype") == "fp8":  # resolved, so fp8 runs from before the
+        engine["fp8_key_rotation"] = rotation is not False  # rotation are other folders
+    elif rotation is not None:
+        engine["fp8_key_rotation"] = rotation
     out = {"engine": engine, "sampling": OmegaConf.to_container(eff.sampling, resolve=True),
            "model": OmegaConf.to_container(eff.model, resolve=True),
            "task": OmegaConf.to_container(eff.task, resolve=True), "seed": eff.seed,

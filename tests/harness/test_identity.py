@@ -97,6 +97,9 @@ def test_folder_name_follows_output_settings_only(tmp_path):
     assert name("+engine.extra.kv_cache_dtype=fp8") != base      # a new engine setting joins
     assert name("engine.kv_cache_dtype=auto") == base            # the default: same key as before
     assert "-b512-fp8-" in name("engine.kv_cache_dtype=fp8") != base
+    fp8 = name("engine.kv_cache_dtype=fp8")  # its key rotation is on by default, resolved:
+    assert name("engine.kv_cache_dtype=fp8", "engine.fp8_key_rotation=true") == fp8
+    assert name("engine.kv_cache_dtype=fp8", "engine.fp8_key_rotation=false") != fp8
     assert name("+task.options.instruction=Answer.") != base
 
 
