@@ -28,6 +28,8 @@ SUBCOMMANDS = {
     "fp8": ("scripts.throughput.fp8", "fp8 vs model-dtype KV cache, Full KV and Zipage"),
     "fp8-kernels": ("scripts.throughput.fp8_kernels",
                     "FP8 paged attention kernels vs the FP8 byte roofline, next to bf16"),
+    "fp8-rotation": ("scripts.throughput.rotation_cost",
+                     "GPU time of fp8_key_rotation's q/k matmuls per layer"),
     # fidelity: does compression change what the model says? (SmolLM2, CPU ok)
     "fidelity": ("scripts.fidelity.nll", "teacher-forced NLL vs Full KV (CPU ok)"),
     "fidelity-decide": ("scripts.fidelity.decide",

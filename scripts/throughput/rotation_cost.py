@@ -1,0 +1,54 @@
+"""GPU time of fp8_key_rotation's two matmuls per layer (q and k times a D x D Hadamard) at
+decode batch sizes, next to a layer's qk_rotary kernel, with CUDA graphs as in the engine:
+
+    python -m scripts.bench fp8-rotation      (Qwen3-8B shape: 32 q heads, 8 KV heads, D 128)
+"""
+import argparse
+
+import torch
+
+from zipage.kernels.qk_rotary import qk_rotary
+from zipage.layers.key_rotation import hadamard, rotate
+
+
+def _graph_ms(fn, reps=20, layers=36):
+    """ms per call of fn, replayed from a CUDA graph of `layers` calls (one decode step's)."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(layers):
+            fn()
+    g.replay()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        g.replay()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / reps / layers
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--rows", type=int, nargs="+", default=[64, 256, 512])
+    ap.add_argument("--q-heads", type=int, default=32)
+    ap.add_argument("--kv-heads", type=int, default=8)
+    ap.add_argument("--head-dim", type=int, default=128)
+
+
+def main(a) -> int:
+    if not torch.cuda.is_available():
+        raise SystemExit("fp8-rotation times CUDA graphs: it needs a GPU")
+    dev, dt, d = "cuda", torch.bfloat16, a.head_dim
+    h = hadamard(d, dt, dev)
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; ms per layer (x36 a step)")
+    print("rows | qk_rotary | rotate q and k | rotation / step (36 layers)")
+    for n in a.rows:
+        qkv = torch.randn(n, (a.q_heads + 2 * a.kv_heads) * d, device=dev, dtype=dt)
+        cos, sin = (torch.randn(n, d // 2, device=dev) for _ in range(2))
+        q, k = qk_rotary(qkv, a.q_heads, a.kv_heads, d, cos, sin)
+        base = _graph_ms(lambda: qk_rotary(qkv, a.q_heads, a.kv_heads, d, cos, sin))
+        rot = _graph_ms(lambda: (rotate(q, h), rotate(k, h)))
+        print(f"{n} | {base * 1e3:.1f} us | {rot * 1e3:.1f} us | {rot * 36:.3f} ms")
+    return 0
