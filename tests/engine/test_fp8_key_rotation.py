@@ -24,7 +24,9 @@ def test_head_dim_not_a_power_of_two_keeps_keys_unrotated_unless_asked():
     with pytest.raises(ValueError, match="power-of-two head_dim"):
         hadamard(96, torch.float32, "cpu")
     default = EngineConfig(model="x", kv_cache_dtype="fp8")
-    assert default.rotates_keys and key_rotation_matrix(default, 96, torch.float32, "cpu") is None
+    with pytest.warns(UserWarning, match="stay unrotated: head_dim 96"):
+        assert key_rotation_matrix(default, 96, torch.float32, "cpu") is None
+    assert default.rotates_keys
     asked = EngineConfig(model="x", kv_cache_dtype="fp8", fp8_key_rotation=True)
     with pytest.raises(ValueError, match="power-of-two head_dim"):
         key_rotation_matrix(asked, 96, torch.float32, "cpu")

@@ -8,6 +8,7 @@ over all D channels, where the independent rounding errors average out
 (docs/fp8.md, "Keys rotated before e4m3"). V is not rotated: it enters no dot with q.
 """
 import functools
+import warnings
 
 import torch
 
@@ -41,5 +42,6 @@ def key_rotation_matrix(cfg, head_dim: int, dtype: torch.dtype, device):
     if not cfg.rotates_keys:
         return None
     if head_dim & (head_dim - 1) and cfg.fp8_key_rotation is None:
+        warnings.warn(f"fp8 keys stay unrotated: head_dim {head_dim} is not a power of two")
         return None
     return hadamard(head_dim, dtype, device)
