@@ -4,7 +4,7 @@ and compression keeps every kept token's value with its scale."""
 import pytest
 import torch
 
-from tests.engine.tiny_models import random_prompts, tiny_checkpoint
+from tests.engine.tiny_models import forced_logprobs, random_prompts, tiny_checkpoint
 from zipage import LLM, SamplingParams
 from zipage.config import EngineConfig
 from zipage.kernels.fp8 import FP8_DTYPE, is_v_transposed
@@ -19,12 +19,6 @@ def folder():
     return tiny_checkpoint("qwen3")[0]
 
 
-def _forced(llm, prompts, texts):
-    params = [SamplingParams(temperature=0, forced_tokens=t) for t in texts]
-    outs = llm.generate(prompts, params, use_tqdm=False)
-    return torch.tensor([o.outputs[0].metrics["forced_logprobs"] for o in outs])
-
-
 def test_fp8_full_kv_is_close_to_full_precision(folder):
     prompts = random_prompts([20, 7, 40], vocab=384, seed=5)
     texts = random_prompts([60, 60, 60], vocab=384, seed=6)
@@ -35,7 +29,7 @@ def test_fp8_full_kv_is_close_to_full_precision(folder):
     assert is_v_transposed(fp8.runner.v_cache) and not is_v_transposed(fp8.runner.k_cache)
     assert not is_v_transposed(auto.runner.v_cache)
     assert fp8.runner.kv_scale.shape == fp8.runner.kv_cache.shape[:-1]
-    ref, got = _forced(auto, prompts, texts), _forced(fp8, prompts, texts)
+    ref, got = forced_logprobs(auto, prompts, texts), forced_logprobs(fp8, prompts, texts)
     diff = (got - ref).abs()  # log p of random tokens (about -6) of a random tiny model
     assert 0 < diff.max() < 0.3 and diff.mean() < 0.05  # quantised (not identical), but close
 

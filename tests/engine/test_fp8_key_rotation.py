@@ -4,8 +4,8 @@ and it shrinks the logit error e4m3 makes on keys whose energy sits in a few cha
 import pytest
 import torch
 
-from tests.engine.tiny_models import random_prompts, tiny_checkpoint
-from zipage import LLM, SamplingParams
+from tests.engine.tiny_models import forced_logprobs, random_prompts, tiny_checkpoint
+from zipage import LLM
 from zipage.config import EngineConfig
 from zipage.kernels.fp8 import dequantize_reference, quantize_reference
 from zipage.layers.key_rotation import hadamard, key_rotation_matrix, rotate
@@ -63,12 +63,6 @@ def folder():
     return tiny_checkpoint("qwen3")[0]
 
 
-def _forced(llm, prompts, texts):
-    params = [SamplingParams(temperature=0, forced_tokens=t) for t in texts]
-    outs = llm.generate(prompts, params, use_tqdm=False)
-    return torch.tensor([o.outputs[0].metrics["forced_logprobs"] for o in outs])
-
-
 def test_engine_rotates_only_fp8_caches_and_rotation_leaves_full_precision_outputs(folder):
     prompts = random_prompts([20, 40], vocab=384, seed=5)
     texts = random_prompts([50, 50], vocab=384, seed=6)
@@ -80,7 +74,7 @@ def test_engine_rotates_only_fp8_caches_and_rotation_leaves_full_precision_outpu
                                                           fp8_key_rotation=False, **opts)))
     auto = LLM(folder, enable_prefix_caching=False, **opts)  # no blocks kept from the 1st run
     assert all(a.key_rotation is None for a in layers(auto))
-    ref = _forced(auto, prompts, texts)
+    ref = forced_logprobs(auto, prompts, texts)
     for a in layers(auto):  # the same rotation on an fp32 cache: every log p unchanged
         a.key_rotation = hadamard(a.d, torch.float32, "cpu")
-    torch.testing.assert_close(_forced(auto, prompts, texts), ref, atol=2e-5, rtol=0)
+    torch.testing.assert_close(forced_logprobs(auto, prompts, texts), ref, atol=2e-5, rtol=0)

@@ -47,6 +47,14 @@ def random_prompts(lengths, vocab: int, seed: int = 1) -> list[list[int]]:
     return [torch.randint(0, vocab, (n,), generator=g).tolist() for n in lengths]
 
 
+def forced_logprobs(llm, prompts, texts) -> torch.Tensor:
+    """(len(prompts), len(text)) teacher-forced log p of each text after its prompt."""
+    from zipage import SamplingParams
+    params = [SamplingParams(temperature=0, forced_tokens=t) for t in texts]
+    outs = llm.generate(prompts, params, use_tqdm=False)
+    return torch.tensor([o.outputs[0].metrics["forced_logprobs"] for o in outs])
+
+
 def add_char_tokenizer(folder: str, vocab: int = 384) -> str:
     """Give a tiny checkpoint a tokenizer: one printable character per token id (so stop
     strings and text outputs can be tested). Returns the folder."""
