@@ -36,6 +36,9 @@ def add_model_arguments(p: argparse.ArgumentParser, default: str = "qwen3-8b",
     p.add_argument("--kv-cache-dtype", default="auto", choices=("auto", "fp8"),
                    help="KV cache storage: auto = the model dtype; fp8 = e4m3 with a float32 "
                         "scale per (token, KV head) (docs/fp8.md)")
+    p.add_argument("--fp8-decode", default="f16", choices=("f16", "e4m3"),
+                   help="fp8 only: decode attention with tiles converted to f16 (default) or "
+                        "with e4m3 MMAs on the cache bytes (EngineConfig.fp8_decode)")
     if cpu_smoke:
         p.add_argument("--cpu-smoke", action="store_true",
                        help="tiny random Qwen3 on the CPU (checks the flow, not speed)")
@@ -83,6 +86,8 @@ def torch_dtype(name: str, device: torch.device) -> torch.dtype:
 def engine_model(args, device: torch.device) -> tuple[str, dict, object]:
     """(model for LLM(...), base engine options, temporary folder to clean up or None)."""
     opts = {"dtype": args.dtype, "seed": args.seed, "kv_cache_dtype": args.kv_cache_dtype}
+    if getattr(args, "fp8_decode", "f16") != "f16":
+        opts["fp8_decode"] = args.fp8_decode
     if getattr(args, "tensor_parallel_size", 1) > 1:
         opts["tensor_parallel_size"] = args.tensor_parallel_size
     if device.type == "cpu":

@@ -62,6 +62,7 @@ class EngineCfg:
     kv_cache_tokens: Optional[int] = None
     kv_cache_dtype: Optional[str] = None  # null/"auto": the model dtype; "fp8": e4m3 + scales
     fp8_key_rotation: Optional[bool] = None  # fp8: q, k Hadamard-rotated first (null: on)
+    fp8_decode: Optional[str] = None     # fp8: "f16" (null: the default) or "e4m3" MMAs
     dtype: Optional[str] = None
     device: str = "auto"
     enforce_eager: Optional[bool] = None

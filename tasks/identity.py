@@ -56,6 +56,9 @@ def settings(eff, device: str, compression: dict | None = None) -> dict:
         engine["fp8_key_rotation"] = rotation is not False  # rotation are other folders
     elif rotation is not None:
         engine["fp8_key_rotation"] = rotation
+    decode = engine.pop("fp8_decode", None)  # the default's keys stay those of before
+    if decode not in (None, "f16"):  # e4m3 MMAs round P like bf16: other samples
+        engine["fp8_decode"] = decode
     out = {"engine": engine, "sampling": OmegaConf.to_container(eff.sampling, resolve=True),
            "model": OmegaConf.to_container(eff.model, resolve=True),
            "task": OmegaConf.to_container(eff.task, resolve=True), "seed": eff.seed,

@@ -38,6 +38,11 @@ class EngineConfig:
     # e4m3 (q.k unchanged, rounding error spread over all channels; docs/fp8.md).
     # None: on with kv_cache_dtype="fp8".
     fp8_key_rotation: bool | None = None
+    # fp8 only: how decode attention multiplies the e4m3 cache. "f16": tiles converted to
+    # f16 in registers (the default, measured); "e4m3": e4m3 tensor-core MMAs on the cache
+    # bytes, q and P as two e4m3 terms (zipage/kernels/fp8_decode_mma.py; not yet measured
+    # on a GPU). On the CPU both take the PyTorch reference.
+    fp8_decode: str = "f16"
     enable_prefix_caching: bool = True
     enforce_eager: bool = False  # True disables CUDA graphs for decode
     # Schedule step N+1 while step N runs on the device (its sampled tokens stay on the
@@ -100,6 +105,10 @@ class EngineConfig:
                              f"{self.fp8_key_rotation!r}")
         if self.fp8_key_rotation and self.kv_cache_dtype != "fp8":
             raise ValueError("fp8_key_rotation applies to kv_cache_dtype='fp8' only")
+        if self.fp8_decode not in ("f16", "e4m3"):
+            raise ValueError(f"fp8_decode must be 'f16' or 'e4m3', got {self.fp8_decode!r}")
+        if self.fp8_decode != "f16" and self.kv_cache_dtype != "fp8":
+            raise ValueError("fp8_decode applies to kv_cache_dtype='fp8' only")
         if self.device not in ("auto", "cuda", "cpu"):
             raise ValueError(f"device must be 'auto', 'cuda' or 'cpu', got {self.device!r}")
         tp = self.tensor_parallel_size

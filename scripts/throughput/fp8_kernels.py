@@ -14,7 +14,9 @@ read (GBs, far beyond L2). Each variant: median of triton.testing.do_bench, outp
 once against the PyTorch reference (max |error| / max |reference|).
 V paths: the engine's FP8 V cache is stored transposed per block (fp8.transposed_v_view), the
 default; V in rows, read as bytes (the former default) or made in registers, is timed at the
-default launch next to it; the search runs the default V path.
+default launch next to it; the search runs the default V path. Operand e4m3: the decode
+with e4m3 MMAs on the cache bytes (fp8_decode_mma.py), timed at fp8_launch.E4M3_DECODE next
+to the default and in the search (V transposed only).
 Search (default): operand x tile_n x num_warps at 3 stages and the default split count, then
 num_stages, then num_splits for the best; --full-grid times the whole product (slow).
 The best variant per shape is what fp8_launch.FP8_DECODE should hold.
@@ -27,8 +29,8 @@ import sys
 
 import torch
 
-OPERANDS = {"f16": torch.float16, "bf16": torch.bfloat16}
-GRID = dict(operand=("f16", "bf16"), tile_n=(64, 128, 256), num_warps=(4, 8),
+OPERANDS = {"f16": torch.float16, "bf16": torch.bfloat16, "e4m3": torch.float8_e4m3fn}
+GRID = dict(operand=("f16", "bf16", "e4m3"), tile_n=(64, 128, 256), num_warps=(4, 8),
             num_stages=(2, 3, 4), num_splits=(None, 1, 2, 4, 8),  # None: default_num_splits
             v_path=("transposed", "bytes", "registers"))
 GPU_SHAPES = {"a": (512, 2048), "b": (64, 16384)}  # rows x context
@@ -44,7 +46,7 @@ from scripts.throughput.fp8_prefill_score import other_rows  # noqa: E402
 
 def decode_rows(name, rows, ctx, dims, copy, args, device):
     from zipage.kernels.fp8 import copy_to_transposed_v
-    from zipage.kernels.fp8_launch import FP8_DECODE
+    from zipage.kernels.fp8_launch import E4M3_DECODE, FP8_DECODE
     from zipage.kernels.paged_decode import (decode_scratch, default_num_splits,
                                              paged_decode_attention)
     H_q, H_kv, D, bs = dims["H_q"], dims["H_kv"], dims["D"], dims["bs"]
@@ -106,15 +108,21 @@ def decode_rows(name, rows, ctx, dims, copy, args, device):
     op_name = {v: k for k, v in OPERANDS.items()}[FP8_DECODE.operand]
     default = dict(operand=op_name, tile_n=FP8_DECODE.tile_n, num_warps=FP8_DECODE.num_warps,
                    num_stages=FP8_DECODE.num_stages, num_splits=None, v_path="transposed")
+    e4m3 = dict(default, operand="e4m3", tile_n=E4M3_DECODE.tile_n,
+                num_warps=E4M3_DECODE.num_warps, num_stages=E4M3_DECODE.num_stages)
     if args.cpu_smoke:
         run("fp8", fp8, dict(default, tile_n=16, num_splits=2))
+        run("fp8", fp8, dict(e4m3, tile_n=32, num_splits=2))
         return results
     run("fp8", fp8, dict(default, label="default"))
+    run("fp8", fp8, dict(e4m3, label="e4m3 MMAs (E4M3_DECODE)"))
     run("fp8", fp8, dict(default, v_path="bytes", label="V in rows, the former default"))
     run("fp8", fp8, dict(default, v_path="registers", label="V in rows, made in registers"))
     if args.full_grid:
         for combo in itertools.product(*GRID.values()):
-            run("fp8", fp8, dict(zip(GRID, combo)))
+            variant = dict(zip(GRID, combo))
+            if variant["operand"] != "e4m3" or variant["v_path"] == "transposed":
+                run("fp8", fp8, variant)
         return results
 
     def best(rows_):

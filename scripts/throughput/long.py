@@ -101,7 +101,7 @@ def run_engine(a, model: str, name: str, base: dict, prompts, warm_prompts, devi
     result = dict(engine=name, options=opts, load_time_s=load_s, wall_time_s=wall,
                   num_output_tokens=n_out, output_tokens_per_s=n_out / wall,
                   max_concurrency=llm.max_concurrency, num_kv_blocks=llm.num_kv_blocks,
-                  fp8_key_rotation=llm.config.rotates_keys,
+                  fp8_key_rotation=llm.config.rotates_keys, fp8_decode=llm.config.fp8_decode,
                   peak_kv_tokens_per_request=peak_kv, stats=stats,
                   incomplete=sum(1 for o, n in zip(outs, a.lengths) if not o.outputs or
                                  len(o.outputs[0].token_ids) != n),

@@ -155,6 +155,7 @@ def main(a) -> int:
     result["engine_options"]["max_model_len"] = llm.max_model_len
     result["engine_options"]["num_kv_blocks"] = llm.num_kv_blocks
     result["engine_options"]["fp8_key_rotation"] = cfg.rotates_keys
+    result["engine_options"]["fp8_decode"] = cfg.fp8_decode
     if N == 0:  # fill the pool: every request runs at once (fresh prompts, as above)
         N = workload["num_requests"] = llm.max_concurrency
         prompts, warm_prompts, prefill_prompts = (bc.random_prompts(N, P, V, a.seed + i)

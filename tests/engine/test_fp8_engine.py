@@ -81,3 +81,33 @@ def test_fp8_plan_holds_about_twice_the_tokens():
 def test_unknown_kv_cache_dtype_is_rejected():
     with pytest.raises(ValueError, match="kv_cache_dtype"):
         EngineConfig(model="x", kv_cache_dtype="int8")
+
+
+def test_fp8_decode_option_is_checked():
+    assert EngineConfig(model="x", kv_cache_dtype="fp8", fp8_decode="e4m3").fp8_decode == "e4m3"
+    with pytest.raises(ValueError, match="fp8_decode must be 'f16' or 'e4m3'"):
+        EngineConfig(model="x", kv_cache_dtype="fp8", fp8_decode="fp8")
+    with pytest.raises(ValueError, match="fp8_decode applies to kv_cache_dtype='fp8' only"):
+        EngineConfig(model="x", fp8_decode="e4m3")
+
+
+def test_fp8_decode_e4m3_reaches_the_decode_kernel(folder, monkeypatch):
+    """The option sets every layer's decode operand; on the CPU the kernels' reference path
+    runs, so the outputs equal the default's."""
+    import zipage.layers.attention as attention
+    seen = []
+    real = attention.paged_decode_attention
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("fp8_operand"))
+        return real(*args, **kwargs)
+    monkeypatch.setattr(attention, "paged_decode_attention", spy)
+    outs = {}
+    for decode in ("f16", "e4m3"):
+        llm = LLM(folder, kv_cache_dtype="fp8", fp8_decode=decode, kv_cache_tokens=2048)
+        outs[decode] = [o.outputs[0].token_ids for o in llm.generate(
+            random_prompts([9, 4], vocab=384, seed=1), SamplingParams(temperature=0, max_tokens=6),
+            use_tqdm=False)]
+        llm.shutdown()
+    assert set(seen) == {None, torch.float8_e4m3fn}
+    assert outs["f16"] == outs["e4m3"]

@@ -89,6 +89,9 @@ def test_prefill_fp8(cuda_kernels, seqs, G, H_kv, D, bs, v_layout):
 @pytest.mark.parametrize("rows,longest,operand,splits,v_path", [
     (512, 2048, torch.float16, None, "transposed"), (512, 2048, BF16, None, "transposed"),
     (64, 16384, torch.float16, None, "transposed"), (64, 16384, torch.float16, 8, "transposed"),
+    # e4m3 MMAs (fp8_decode_mma.py): the compiled wgmma path, not the interpreter's fp32 dots
+    (512, 2048, torch.float8_e4m3fn, None, "transposed"),
+    (64, 16384, torch.float8_e4m3fn, 8, "transposed"),
     (64, 16384, BF16, 3, "transposed"), (512, 2048, torch.float16, None, "registers"),
     (512, 2048, torch.float16, None, "bytes")])
 def test_decode_fp8_qwen3_shapes(cuda_kernels, rows, longest, operand, splits, v_path):
@@ -186,15 +189,15 @@ def test_engine_fp8_on_cuda_is_close_to_bf16():
     prompts = random_prompts([20, 7, 300, 40], vocab=384, seed=5)
     texts = random_prompts([400] * 4, vocab=384, seed=6)
     lps = {}
-    for kv in ("auto", "fp8"):
+    for kv, decode in (("auto", "f16"), ("fp8", "f16"), ("fp8", "e4m3")):
         for budget in (None, 128):
             # a small pool and few graph sizes: the whole-GPU default took 275 s for four engines
             llm = LLM(folder, block_size=16, budget=budget, kv_cache_dtype=kv,
-                      max_model_len=1024, kv_cache_tokens=8192, max_num_seqs=8,
-                      compression=CompressionConfig.attn_recent())
+                      fp8_decode=decode, max_model_len=1024, kv_cache_tokens=8192,
+                      max_num_seqs=8, compression=CompressionConfig.attn_recent())
             outs = llm.generate(prompts, [SamplingParams(temperature=0, forced_tokens=t)
                                           for t in texts], use_tqdm=False)
-            lps[kv, budget] = torch.tensor([o.metrics["forced_logprobs"] for o in outs])
+            lps[kv, decode, budget] = torch.tensor([o.metrics["forced_logprobs"] for o in outs])
             assert llm.block_manager.num_free_blocks == llm.num_kv_blocks
             llm.shutdown()
     # Mean |Δ log p| per forced token. CPU reference path (fp32 model): 0.033 Full KV, 0.19
@@ -204,6 +207,8 @@ def test_engine_fp8_on_cuda_is_close_to_bf16():
     # redundancy term flips more near-ties of this random model (CPU 0.43, the H200 0.434 on
     # 2026-12-04), which says nothing about the cache. The real-model bound (≤ 0.01 nats) is
     # the fidelity benchmark's (docs/fp8.md).
-    for budget, bound in ((None, 0.1), (128, 0.35)):
-        diff = (lps["fp8", budget] - lps["auto", budget]).abs()
-        assert diff.mean() < bound, (budget, diff.mean())
+    # The e4m3-MMA decode (fp8_decode="e4m3") is held to the same bounds.
+    for decode in ("f16", "e4m3"):
+        for budget, bound in ((None, 0.1), (128, 0.35)):
+            diff = (lps["fp8", decode, budget] - lps["auto", "f16", budget]).abs()
+            assert diff.mean() < bound, (decode, budget, diff.mean())

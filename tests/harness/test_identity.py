@@ -100,6 +100,8 @@ def test_folder_name_follows_output_settings_only(tmp_path):
     fp8 = name("engine.kv_cache_dtype=fp8")  # its key rotation is on by default, resolved:
     assert name("engine.kv_cache_dtype=fp8", "engine.fp8_key_rotation=true") == fp8
     assert name("engine.kv_cache_dtype=fp8", "engine.fp8_key_rotation=false") != fp8
+    assert name("engine.kv_cache_dtype=fp8", "engine.fp8_decode=f16") == fp8  # the default
+    assert name("engine.kv_cache_dtype=fp8", "engine.fp8_decode=e4m3") != fp8
     assert name("+task.options.instruction=Answer.") != base
 
 

@@ -105,7 +105,8 @@ def naive_attention(q, k, v, scale, offset):
 
 
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
-UNIT_ROUNDOFF = {F32: 2**-24, F16: 2**-11, BF16: 2**-8}
+# torch.float8_e4m3fn: the e4m3-MMA decode's operands, two e4m3 terms (8 significant bits)
+UNIT_ROUNDOFF = {F32: 2**-24, F16: 2**-11, BF16: 2**-8, torch.float8_e4m3fn: 2**-8}
 
 
 def fp8_cache(cache):

@@ -1,6 +1,7 @@
 """The wave evidence tools: traced steps grouped by batch size against two cost models, and
 the preregistered probe (predictions written before it runs, checked after)."""
 import json
+import re
 
 import pytest
 
@@ -75,5 +76,12 @@ def test_occupancy_tool_compiles_the_engines_decode_launches(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("bf16 cache (64 keys per tile, 4 warps, 2 stages)")
     assert lines[1].startswith("fp8 cache (128 keys per tile, 4 warps, 3 stages)")
+    assert lines[2].startswith("fp8 cache, e4m3 MMAs (128 keys per tile, 4 warps, 2 stages)")
+    counts = []
     for line in lines:
-        assert 1 <= int(line.rsplit(": ", 1)[1]) <= 32
+        found = re.search(r"by registers: (\d+); K/V loop (\d+) instructions per tile .* "
+                          r"(\d+) conversions, (\d+) MMAs", line)
+        programs, instructions, conversions, mmas = map(int, found.groups())
+        assert 1 <= programs <= 32 and instructions > 100 and mmas > 0
+        counts.append(conversions)
+    assert counts[2] * 4 < counts[1]  # e4m3 MMAs take the cache bytes unconverted

@@ -19,6 +19,9 @@ operand: the tl.dot operand type of the e4m3 tiles (and of q and P). float16 is 
 hardware conversion per two elements on sm_89+ and keeps 10 mantissa bits for P; it needs
 |q| < 65504 (queries beyond f16's range, unusual for normed queries, need bfloat16).
 float32 queries keep float32 operands (exact; the CPU interpreter tests use them).
+Decode alone also takes FP8_DTYPE: e4m3 tensor-core MMAs on the cache bytes, no conversion,
+keys as the MMA's rows (fp8_decode_mma.py; V must be stored transposed). Unmeasured on the
+GPU so far: not the default.
 """
 from dataclasses import dataclass, replace
 
@@ -27,6 +30,7 @@ import torch
 from zipage.kernels.fp8 import FP8_DTYPE
 
 OPERAND_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+DECODE_OPERANDS = OPERAND_DTYPES + (FP8_DTYPE,)
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,8 @@ class Launch:
 
 
 FP8_DECODE = Launch(torch.float16, tile_n=128, num_warps=4, num_stages=3, v_in_registers=False)
+# decode with e4m3 MMAs (fp8_decode_mma.py): 2 stages keep 3 programs per SM (70 KiB each)
+E4M3_DECODE = Launch(FP8_DTYPE, tile_n=128, num_warps=4, num_stages=2, v_in_registers=False)
 FP8_PREFILL = Launch(torch.float16, tile_n=64, num_warps=8, num_stages=3, tile_m=128)
 # score: 32 keys, 2 stages measured 2.09 ms against 2.44 for 64 keys, 3 stages on the H200
 # (4 layers x 64 requests x 2,304 keys; bf16 1.59; docs/fp8.md)
@@ -50,13 +56,14 @@ FP8_SCORE = Launch(torch.float16, tile_n=32, num_warps=4, num_stages=2)
 
 
 def resolve_launch(default: Launch, q_dtype: torch.dtype, operand=None,
-                   **overrides) -> Launch:
+                   operands=OPERAND_DTYPES, **overrides) -> Launch:
     """`default` with the non-None `overrides` (tile_n, num_warps, ...) and the operand
-    type: `operand` if given, float32 for float32 queries, else default.operand."""
+    type: `operand` if given (one of `operands`), float32 for float32 queries, else
+    default.operand."""
     if operand is None:
         operand = torch.float32 if q_dtype == torch.float32 else default.operand
-    if operand not in OPERAND_DTYPES:
-        raise ValueError(f"fp8_operand must be one of {OPERAND_DTYPES}, got {operand}")
+    if operand not in operands:
+        raise ValueError(f"fp8_operand must be one of {operands}, got {operand}")
     given = {name: value for name, value in overrides.items() if value is not None}
     return replace(default, operand=operand, **given)
 
@@ -77,11 +84,13 @@ def check_v_path(v_transposed: bool, v_in_registers) -> None:
 
 
 def launch_for(quant: bool, fp8_default: Launch, default: Launch, q_dtype: torch.dtype,
-               cache_dtype: torch.dtype, fp8_operand=None, **overrides) -> Launch:
-    """The launch of a kernel over an FP8 cache (quant) or a full-precision one, whose
-    operand is the cache dtype; fp8_operand and v_in_registers are refused for the latter."""
+               cache_dtype: torch.dtype, fp8_operand=None, operands=OPERAND_DTYPES,
+               **overrides) -> Launch:
+    """The launch of a kernel over an FP8 cache (quant; fp8_operand one of `operands`) or a
+    full-precision one, whose operand is the cache dtype; fp8_operand and v_in_registers are
+    refused for the latter."""
     if quant:
-        return resolve_launch(fp8_default, q_dtype, fp8_operand, **overrides)
+        return resolve_launch(fp8_default, q_dtype, fp8_operand, operands, **overrides)
     check_no_fp8_options(cache_dtype, fp8_operand=fp8_operand,
                          fp8_v_in_registers=overrides.pop("v_in_registers", None))
     return resolve_launch(default, q_dtype, cache_dtype, **overrides)

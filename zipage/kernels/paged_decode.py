@@ -17,8 +17,10 @@ import math
 import torch
 
 from zipage.kernels._dispatch import cdiv, next_pow2, tl, triton, use_triton
-from zipage.kernels.fp8 import check_scales, dequantize_reference, v_layout
-from zipage.kernels.fp8_launch import FP8_DECODE, Launch, check_v_path, launch_for
+from zipage.kernels.fp8 import FP8_DTYPE, check_scales, dequantize_reference, v_layout
+from zipage.kernels.fp8_decode_mma import _split_e4m3_kernel
+from zipage.kernels.fp8_launch import (DECODE_OPERANDS, E4M3_DECODE, FP8_DECODE, Launch,
+                                       check_v_path, launch_for)
 from zipage.kernels.fp8_tiles import attend_tiles
 from zipage.kernels.paged_tiles import LOG2E, dot_args, dot_operand
 
@@ -151,8 +153,10 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
     scratch:      optional decode_scratch(B, H_q, D, num_splits) buffers.
     k/v_scale:    float32 (NB, b, H_kv) for an fp8 cache, else None.
     tile_n, num_warps, num_stages: launch overrides (keys per tile; defaults 64, 4, 2, or
-                  fp8_launch.FP8_DECODE for an fp8 cache).
-    fp8_operand:  dot operand type of an fp8 cache's tiles (fp8_launch.py); None: default.
+                  fp8_launch.FP8_DECODE for an fp8 cache, E4M3_DECODE for e4m3 MMAs).
+    fp8_operand:  dot operand type of an fp8 cache's tiles (fp8_launch.py); None: default;
+                  torch.float8_e4m3fn: e4m3 MMAs on the cache bytes (fp8_decode_mma.py;
+                  V stored transposed, any group, head dim padded to >= 32, tile_n >= 32).
     fp8_v_in_registers: an fp8 cache's V operand made in registers (True) or read as bytes
                   with the weights on P (False); None: the default (fp8_launch.py).
     Returns out (B, H_q, D) in q.dtype. No host sync: CUDA-graph capturable.
@@ -171,8 +175,9 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
         q = q.contiguous()
     overrides = dict(tile_n=tile_n, num_warps=num_warps, num_stages=num_stages,
                      v_in_registers=fp8_v_in_registers)
-    launch = launch_for(quant, FP8_DECODE, _DECODE, q.dtype, k_cache.dtype, fp8_operand,
-                        **overrides)
+    fp8_default = E4M3_DECODE if fp8_operand == FP8_DTYPE else FP8_DECODE
+    launch = launch_for(quant, fp8_default, _DECODE, q.dtype, k_cache.dtype, fp8_operand,
+                        DECODE_OPERANDS, **overrides)
     if num_splits is None:
         num_splits = default_num_splits(B, H_kv, block_tables.shape[1] * bs, q.device,
                                         launch.tile_n)
@@ -186,16 +191,28 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
     if B == 0:
         return out
     d_pad = max(16, next_pow2(D))
-    _split_kernel[(B, H_kv, num_splits)](
+    G = H_q // H_kv
+    if launch.operand == FP8_DTYPE:  # e4m3 MMAs, keys as rows (fp8_decode_mma.py)
+        if not v_transposed:
+            raise ValueError("fp8_operand float8_e4m3fn needs the V cache stored transposed "
+                             "(fp8.transposed_v_view, the engine's FP8 layout)")
+        if launch.tile_n < 32:
+            raise ValueError(f"fp8_operand float8_e4m3fn: tile_n >= 32 (e4m3 MMAs contract "
+                             f"over at least 32 keys), got {launch.tile_n}")
+        kernel, d_pad = _split_e4m3_kernel, max(32, d_pad)
+        constexprs = dict(GROUP_PAD=max(8, next_pow2(G + 1)))  # + 1: the spare column
+    else:
+        kernel = _split_kernel
+        constexprs = dict(GROUP_PAD=max(16, next_pow2(G)), **dot_args(launch.operand),
+                          QUANT=quant, V_IN_REGISTERS=launch.v_in_registers, V_T=v_transposed)
+    kernel[(B, H_kv, num_splits)](
         q, k_cache, v_cache, k_scale if quant else k_cache, v_scale if quant else v_cache,
         block_tables, context_lens, partial_out, partial_max,
         partial_sum, out, scale * LOG2E, q.stride(0), q.stride(1), k_cache.stride(0),
         k_cache.stride(1), k_cache.stride(2), stride_v_head, block_tables.stride(0),
-        out.stride(0), out.stride(1), H_q, num_splits, DIRECT=num_splits == 1, GROUP=H_q // H_kv,
-        HEAD_DIM=D, BLOCK_SIZE=bs, TILE_N=launch.tile_n,
-        GROUP_PAD=max(16, next_pow2(H_q // H_kv)), HEAD_DIM_PAD=d_pad,
-        **dot_args(launch.operand), QUANT=quant, V_IN_REGISTERS=launch.v_in_registers,
-        V_T=v_transposed, num_warps=launch.num_warps, num_stages=launch.num_stages)
+        out.stride(0), out.stride(1), H_q, num_splits, DIRECT=num_splits == 1, GROUP=G,
+        HEAD_DIM=D, BLOCK_SIZE=bs, TILE_N=launch.tile_n, HEAD_DIM_PAD=d_pad, **constexprs,
+        num_warps=launch.num_warps, num_stages=launch.num_stages)
     if num_splits == 1:
         return out
     _merge_kernel[(B, H_q)](

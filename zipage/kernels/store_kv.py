@@ -47,7 +47,7 @@ def _store_kv_kernel(key_ptr, value_ptr, k_cache_ptr, v_cache_ptr, slot_mapping_
 
 
 @triton.jit
-def _round_to_e4m3(x):
+def round_to_e4m3(x):
     """fp32 x (|x| <= 448) rounded to nearest even on the e4m3 grid, still fp32. Only for
     the interpreter, whose fp32 -> fp8 cast mis-rounds (126.7 -> 64, ties away from even);
     compiled kernels cast in hardware (round to nearest even, as torch)."""
@@ -79,7 +79,7 @@ def _quantize_row(src_ptr, cache_ptr, scale_ptr, src_row, slot, stride_src_row, 
         q = x * inv[:, None]
         q = tl.clamp(tl.where(q == q, q, 0.0), -_FP8_MAX, _FP8_MAX)  # no NaN byte stored
         if INTERPRETER:
-            q = _round_to_e4m3(q)
+            q = round_to_e4m3(q)
         if TRANSPOSED:
             block_start = slot // BLOCK_SIZE * BLOCK_SIZE * num_heads * HEAD_DIM
             dst = block_start + slot % BLOCK_SIZE + offsets * BLOCK_SIZE

@@ -24,22 +24,24 @@ class AttentionMetadata:
 
 
 def paged_attention(q, k, v, k_cache, v_cache, q_cache, meta: AttentionMetadata, scale: float,
-                    k_scale=None, v_scale=None):
+                    k_scale=None, v_scale=None, fp8_decode_operand=None):
     """q (T, H_q, D), k/v (T, H_kv, D); caches (NB, b, H_kv, D); q_cache (M, W, H_q, D);
-    k/v_scale (NB, b, H_kv) for an fp8 cache (zipage/kernels/fp8.py), else None."""
+    k/v_scale (NB, b, H_kv) for an fp8 cache (zipage/kernels/fp8.py), else None;
+    fp8_decode_operand: the decode kernel's fp8_operand (None: its default)."""
     store_kv(k, v, k_cache, v_cache, meta.slot_mapping, k_scale, v_scale)
     scales = dict(k_scale=k_scale, v_scale=v_scale)
+    decode = dict(scales, fp8_operand=fp8_decode_operand)
     if q_cache is not None and meta.query_slot_mapping is not None:
         store_rows(q.reshape(q.shape[0], -1), q_cache.view(-1, q.shape[1] * q.shape[2]),
                    meta.query_slot_mapping)
     n = meta.num_decode
     if n == q.shape[0]:
         return paged_decode_attention(q, k_cache, v_cache, meta.decode_block_tables,
-                                      meta.decode_context_lens, scale, **scales)
+                                      meta.decode_context_lens, scale, **decode)
     out = torch.empty_like(q)
     if n:
         out[:n] = paged_decode_attention(q[:n], k_cache, v_cache, meta.decode_block_tables,
-                                         meta.decode_context_lens, scale, **scales)
+                                         meta.decode_context_lens, scale, **decode)
     out[n:] = paged_prefill_attention(q[n:], k_cache, v_cache, meta.prefill_block_tables,
                                       meta.prefill_cu_seqlens_q, meta.prefill_context_lens,
                                       meta.prefill_max_q_len, scale, **scales)

@@ -69,6 +69,7 @@ class SelfAttention(nn.Module):
         self.k_cache = self.v_cache = self.q_cache = None
         self.k_scale = self.v_scale = None
         self.key_rotation = None  # (D, D) Hadamard: q and k rotated before the cache write
+        self.fp8_decode_operand = None  # EngineConfig.fp8_decode: None (f16) or e4m3
 
     def forward(self, x, rope, meta: AttentionMetadata):
         """x (T, hidden); rope = Rotary.tables(positions)."""
@@ -81,7 +82,7 @@ class SelfAttention(nn.Module):
             q, k = rotate(q, self.key_rotation), rotate(k, self.key_rotation)
         v = qkv[:, qk_width:].view(t, self.hkv, self.d)
         o = paged_attention(q, k, v, self.k_cache, self.v_cache, self.q_cache, meta, self.scale,
-                            self.k_scale, self.v_scale)
+                            self.k_scale, self.v_scale, self.fp8_decode_operand)
         return self.o_proj(o.reshape(t, self.hq * self.d))
 
 

@@ -3,7 +3,11 @@ Triton compiles the split kernel for an sm_90 target; its shared memory and regi
 program bound the programs resident per SM, the wave of the cost model's decode waves
 (zipage/sim/decode_waves.py). A diagnostic next to the fit, not used by it.
 
-    python -m zipage.sim.decode_occupancy            # bf16 cache, then fp8
+    python -m zipage.sim.decode_occupancy            # bf16 cache, fp8, fp8 with e4m3 MMAs
+
+It also counts the instructions of the K/V loop (the first loop of the SASS: full tiles),
+per tile and per key, and its conversions (F2FP) and MMAs, since on the H200 the FP8 decode
+was bound by issuing them rather than by bytes (docs/fp8.md).
 
 Limits assumed (H100 / H200, compute capability 9.0): 228 KiB shared memory per SM with
 1 KiB reserved per block, 65,536 registers per SM allocated per warp in units of 256, at
@@ -37,19 +41,24 @@ def compile_split_kernel(fp8: bool, launch=None):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    from zipage.kernels.fp8 import FP8_DTYPE
+    from zipage.kernels.fp8_decode_mma import _split_e4m3_kernel
     from zipage.kernels.paged_decode import _split_kernel
     from zipage.kernels.paged_tiles import dot_args
     launch = launch or engine_launch(fp8)
-    names = list(inspect.signature(_split_kernel.fn).parameters)
+    e4m3 = launch.operand == FP8_DTYPE
+    kernel = _split_e4m3_kernel if e4m3 else _split_kernel
+    names = list(inspect.signature(kernel.fn).parameters)
     kv = "*fp8e4nv" if fp8 else "*bf16"
     types = {"q_ptr": "*bf16", "out_ptr": "*bf16", "k_cache_ptr": kv, "v_cache_ptr": kv,
              "k_scale_ptr": "*fp32" if fp8 else kv, "v_scale_ptr": "*fp32" if fp8 else kv,
              "block_tables_ptr": "*i32", "context_lens_ptr": "*i32", "qk_scale": "fp32"}
-    operand = dot_args(launch.operand)
     constexprs = dict(DIRECT=False, GROUP=4, HEAD_DIM=128, BLOCK_SIZE=256,
-                      TILE_N=launch.tile_n, GROUP_PAD=16, HEAD_DIM_PAD=128,
-                      DOT_DTYPE=operand["DOT_DTYPE"], DOT_PREC=operand["DOT_PREC"],
-                      QUANT=fp8, V_IN_REGISTERS=fp8 and launch.v_in_registers, V_T=fp8)
+                      TILE_N=launch.tile_n, GROUP_PAD=8 if e4m3 else 16, HEAD_DIM_PAD=128)
+    if not e4m3:
+        operand = dot_args(launch.operand)
+        constexprs.update(DOT_DTYPE=operand["DOT_DTYPE"], DOT_PREC=operand["DOT_PREC"],
+                          QUANT=fp8, V_IN_REGISTERS=fp8 and launch.v_in_registers, V_T=fp8)
     missing = [n for n in names if n.isupper() and n not in constexprs]
     if missing:  # a new constexpr of the kernel must be decided here, not defaulted
         raise RuntimeError(f"decode_occupancy: no value for the kernel's {missing}")
@@ -60,15 +69,15 @@ def compile_split_kernel(fp8: bool, launch=None):
         if (n.endswith("_ptr") or n.startswith("stride") or n == "num_q_heads") and \
                 n != "stride_table_row":  # do_not_specialize: no alignment known
             attrs[(i,)] = [["tt.divisibility", 16]]
-    src = ASTSource(fn=_split_kernel, signature=signature, attrs=attrs,
+    src = ASTSource(fn=kernel, signature=signature, attrs=attrs,
                     constexprs={(names.index(k),): v for k, v in constexprs.items()})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),
                           options=dict(num_warps=launch.num_warps,
                                        num_stages=launch.num_stages))
 
 
-def registers(kernel) -> int:
-    """Registers per thread, from cuobjdump (bundled with Triton) on the cubin."""
+def cuobjdump(kernel, flag: str) -> str:
+    """cuobjdump (bundled with Triton) `flag` output on the kernel's cubin."""
     import tempfile
 
     import triton
@@ -76,9 +85,27 @@ def registers(kernel) -> int:
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(kernel.asm["cubin"])
         f.flush()
-        text = subprocess.run([str(tool), "--dump-resource-usage", f.name], check=True,
-                              capture_output=True, text=True).stdout
-    return int(text.split("REG:")[1].split()[0])
+        return subprocess.run([str(tool), flag, f.name], check=True, capture_output=True,
+                              text=True).stdout
+
+
+def registers(kernel) -> int:
+    """Registers per thread."""
+    return int(cuobjdump(kernel, "--dump-resource-usage").split("REG:")[1].split()[0])
+
+
+def first_loop_opcodes(kernel) -> list[str]:
+    """Opcodes (without modifiers) of the first loop of the kernel's SASS: the instructions
+    from the target of the first backward branch to that branch."""
+    import re
+    lines = re.findall(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);",
+                       cuobjdump(kernel, "-sass"))
+    at = {int(a, 16): i for i, (a, _, _, _) in enumerate(lines)}
+    for i, (addr, _, op, args) in enumerate(lines):
+        target = re.search(r"0x([0-9a-f]+)", args) if op == "BRA" else None
+        if target and int(target.group(1), 16) < int(addr, 16):
+            return [o.split(".")[0] for _, _, o, _ in lines[at[int(target.group(1), 16)]:i + 1]]
+    return []
 
 
 def programs_per_sm(shared_bytes: int, regs_per_thread: int, num_warps: int = 4) -> dict:
@@ -91,16 +118,28 @@ def programs_per_sm(shared_bytes: int, regs_per_thread: int, num_warps: int = 4)
 
 def main(argv=None) -> int:
     argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args(argv)
-    for fp8 in (False, True):
-        launch = engine_launch(fp8)
+    from dataclasses import replace
+
+    from zipage.kernels.fp8 import FP8_DTYPE
+    from zipage.kernels.fp8_launch import E4M3_DECODE
+    for name, fp8, launch in [("bf16 cache", False, engine_launch(False)),
+                              ("fp8 cache", True, engine_launch(True)),
+                              ("fp8 cache, e4m3 MMAs", True, E4M3_DECODE),
+                              ("fp8 cache, e4m3 MMAs", True, replace(E4M3_DECODE, tile_n=64,
+                                                                      num_stages=3))]:
+        assert (launch.operand == FP8_DTYPE) == ("e4m3" in name)
         k = compile_split_kernel(fp8, launch)
         regs = registers(k)
         occ = programs_per_sm(k.metadata.shared, regs, launch.num_warps)
-        print(f"{'fp8' if fp8 else 'bf16'} cache ({launch.tile_n} keys per tile, "
-              f"{launch.num_warps} warps, {launch.num_stages} stages): "
-              f"{k.metadata.shared} B shared memory, {regs} "
+        loop = first_loop_opcodes(k)
+        print(f"{name} ({launch.tile_n} keys per tile, {launch.num_warps} warps, "
+              f"{launch.num_stages} stages): {k.metadata.shared} B shared memory, {regs} "
               f"registers per thread -> {occ['by_shared_memory']} programs per SM by shared "
-              f"memory, {occ['by_registers']} by registers: {occ['programs_per_sm']}")
+              f"memory, {occ['by_registers']} by registers: {occ['programs_per_sm']}; K/V "
+              f"loop {len(loop)} instructions per tile "
+              f"({len(loop) * launch.num_warps / launch.tile_n:.1f} warp instructions per "
+              f"key), {loop.count('F2FP')} conversions, "
+              f"{sum(o.endswith('MMA') for o in loop)} MMAs")
     return 0
 
 

@@ -6,7 +6,7 @@ import torch
 
 from zipage.config import EngineConfig
 from zipage.engine.messages import SchedulerOutput, StepResult
-from zipage.kernels.fp8 import kv_views
+from zipage.kernels.fp8 import FP8_DTYPE, kv_views
 from zipage.layers.attention import AttentionMetadata
 from zipage.layers.key_rotation import key_rotation_matrix
 from zipage.layers.sampler import sample
@@ -68,6 +68,7 @@ class ModelRunner:
             attn = layer.self_attn
             attn.k_cache, attn.v_cache = self.k_cache[i], self.v_cache[i]
             attn.key_rotation = rotation
+            attn.fp8_decode_operand = FP8_DTYPE if self.cfg.fp8_decode == "e4m3" else None
             if self.kv_scale is not None:
                 attn.k_scale, attn.v_scale = self.kv_scale[0, i], self.kv_scale[1, i]
             attn.q_cache = None if self.query_cache is None else self.query_cache[i]
