@@ -4,7 +4,9 @@ the full-precision cache, for Full KV and for Zipage (default score) at some bud
 Storage variants ("kv"):
   auto          the model dtype (fp32 on CPU): the reference of every cell
   fp8           the engine's kv_cache_dtype="fp8": e4m3, a float32 scale per (token, KV head),
-                q and k Hadamard-rotated (fp8_key_rotation); fp8_unrotated: the same without
+                q and k Hadamard-rotated (fp8_key_rotation); fp8_unrotated: the same without;
+                fp8_e4m3: the same with fp8_decode="e4m3" (decode rounds q and P to two e4m3
+                terms, as the e4m3-MMA kernel does; Full KV cells, one prefill, equal fp8's)
   tensor1       simulated: e4m3 with one static scale 1.0 (vLLM's default without calibration)
   layer_calib   simulated: e4m3 with a static scale per (layer, K or V) = amax / 448 over a
                 calibration text disjoint from the scored ones (vLLM-style calibrated scales)
@@ -47,7 +49,7 @@ from zipage.kernels.fp8 import FP8_DTYPE, FP8_MAX
 
 ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = ("auto", "fp8", "tensor1", "layer_calib", "head_calib", "bf16", "fp8_k", "fp8_v",
-            "fp8_rot", "fp8_k_rot", "fp8_unrotated")
+            "fp8_rot", "fp8_k_rot", "fp8_unrotated", "fp8_e4m3")
 
 
 class _SimulatedStore:
@@ -176,8 +178,9 @@ def _prefill_logprobs(args, texts, opts):
 def _run(args, texts, kv, budget, scales, num_layers):
     opts = fm.options(fm.DEFAULT, args.sinks) if budget else {}
     sim = None
-    if kv in ("fp8", "fp8_unrotated"):
-        opts = dict(opts, kv_cache_dtype="fp8", fp8_key_rotation=kv == "fp8")
+    if kv in ("fp8", "fp8_unrotated", "fp8_e4m3"):
+        opts = dict(opts, kv_cache_dtype="fp8", fp8_key_rotation=kv != "fp8_unrotated",
+                    fp8_decode="e4m3" if kv == "fp8_e4m3" else "f16")
     elif kv in ROUNDED:
         sim = _RoundedStore(*ROUNDED[kv])
         attention_mod.store_kv = sim

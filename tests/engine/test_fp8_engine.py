@@ -92,8 +92,9 @@ def test_fp8_decode_option_is_checked():
 
 
 def test_fp8_decode_e4m3_reaches_the_decode_kernel(folder, monkeypatch):
-    """The option sets every layer's decode operand; on the CPU the kernels' reference path
-    runs, so the outputs equal the default's."""
+    """The option sets every layer's decode operand; on the CPU the decode then rounds q and P
+    to two e4m3 terms as the kernel does (paged_decode_e4m3_reference): log p move by about
+    bf16's rounding of P, not by a misread cache."""
     import zipage.layers.attention as attention
     seen = []
     real = attention.paged_decode_attention
@@ -102,12 +103,13 @@ def test_fp8_decode_e4m3_reaches_the_decode_kernel(folder, monkeypatch):
         seen.append(kwargs.get("fp8_operand"))
         return real(*args, **kwargs)
     monkeypatch.setattr(attention, "paged_decode_attention", spy)
-    outs = {}
+    prompts = random_prompts([9, 4], vocab=384, seed=1)
+    texts = random_prompts([40, 40], vocab=384, seed=2)
+    lps = {}
     for decode in ("f16", "e4m3"):
         llm = LLM(folder, kv_cache_dtype="fp8", fp8_decode=decode, kv_cache_tokens=2048)
-        outs[decode] = [o.outputs[0].token_ids for o in llm.generate(
-            random_prompts([9, 4], vocab=384, seed=1), SamplingParams(temperature=0, max_tokens=6),
-            use_tqdm=False)]
+        lps[decode] = forced_logprobs(llm, prompts, texts)
         llm.shutdown()
     assert set(seen) == {None, torch.float8_e4m3fn}
-    assert outs["f16"] == outs["e4m3"]
+    diff = (lps["e4m3"] - lps["f16"]).abs()
+    assert 0 < diff.max() and diff.mean() < 0.01, diff

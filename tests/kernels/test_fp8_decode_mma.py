@@ -83,3 +83,22 @@ def test_decode_e4m3_mma_needs_v_transposed(triton_cpu):
     with pytest.raises(ValueError, match="tile_n >= 32"):  # an e4m3 MMA's shortest contraction
         paged_decode_attention(q, kc, v_transposed(vc), table, ctx, 0.125, k_scale=ks,
                                v_scale=vs, fp8_operand=FP8_DTYPE, tile_n=16)
+
+
+def test_e4m3_reference_rounds_like_the_kernel(triton_cpu):
+    """paged_decode_e4m3_reference (the CPU path of fp8_decode='e4m3') rounds q and P as the
+    kernel does: within the tolerance of both the kernel and the exact reference, and not
+    equal to the exact one."""
+    from zipage.kernels.fp8_decode_mma import paged_decode_e4m3_reference
+    q, k, v, table, ctx = decode_batch(CTX, 4, 2, 64, 16)
+    q = 3 * q
+    (kc, ks), (vc, vs) = fp8_cache(k), fp8_cache(v)
+    args = (table, ctx, 0.125)
+    exact = paged_decode_attention_reference(q, kc, vc, *args, k_scale=ks, v_scale=vs)
+    rounded = paged_decode_e4m3_reference(q, kc, vc, *args, k_scale=ks, v_scale=vs)
+    kernel = paged_decode_attention(q, kc, v_transposed(vc), *args, k_scale=ks, v_scale=vs,
+                                    fp8_operand=FP8_DTYPE, tile_n=32)
+    assert_fp8_close(rounded, exact, FP8_DTYPE, vc, vs)
+    assert_fp8_close(kernel, rounded, FP8_DTYPE, vc, vs)
+    assert (rounded - exact).abs().max() > 0
+    assert torch.count_nonzero(rounded[0]) == 0  # context 0 -> zeros

@@ -18,7 +18,7 @@ import torch
 
 from zipage.kernels._dispatch import cdiv, next_pow2, tl, triton, use_triton
 from zipage.kernels.fp8 import FP8_DTYPE, check_scales, dequantize_reference, v_layout
-from zipage.kernels.fp8_decode_mma import _split_e4m3_kernel
+from zipage.kernels.fp8_decode_mma import _split_e4m3_kernel, paged_decode_e4m3_reference
 from zipage.kernels.fp8_launch import (DECODE_OPERANDS, E4M3_DECODE, FP8_DECODE, Launch,
                                        check_v_path, launch_for)
 from zipage.kernels.fp8_tiles import attend_tiles
@@ -162,9 +162,11 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
     Returns out (B, H_q, D) in q.dtype. No host sync: CUDA-graph capturable.
     """
     if not use_triton(q):
-        return paged_decode_attention_reference(q, k_cache, v_cache, block_tables,
-                                                context_lens, scale, out=out,
-                                                k_scale=k_scale, v_scale=v_scale)
+        reference = paged_decode_attention_reference
+        if fp8_operand == FP8_DTYPE and k_scale is not None:
+            reference = paged_decode_e4m3_reference  # rounds q and P as that kernel does
+        return reference(q, k_cache, v_cache, block_tables, context_lens, scale, out=out,
+                         k_scale=k_scale, v_scale=v_scale)
     quant = check_scales(k_cache, k_scale) | check_scales(v_cache, v_scale)
     B, H_q, D = q.shape
     _, bs, H_kv, _ = k_cache.shape
