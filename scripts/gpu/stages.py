@@ -76,6 +76,12 @@ STAGES = {
                          "and the FP8 GPU checks", [
         bench("fp8_kernels", 300, "fp8-kernels", "--json", "{out}/fp8_kernel_sweep.json"),
         pytest("fp8_tests", 240, "-m", "gpu", "tests/gpu/test_fp8_kernels.py", "-rA")]),
+    "fp8-calibrate-e4m3": Stage("the FP8 step-cost calibration with the e4m3-MMA decode "
+                                "(fp8_decode=e4m3; merge with --replace if it becomes the default)", [
+        bench("fp8_calibrate_e4m3", 360, "calibrate", "--configs", "fullkv/b256", "zipage/b256",
+              "--kv-cache-dtype", "fp8", "--fp8-decode", "e4m3", "--rows", "1", "8", "16", "32",
+              "48", "64", "96", "128", "192", "256", "384", "512",
+              "--out", "{out}/step_cost_fp8_e4m3.json")]),
     "fp8-calibrate": Stage("the FP8 step-cost calibration (Full KV and Zipage, block 256)", [
         bench("fp8_calibrate", 360, "calibrate", "--configs", "fullkv/b256", "zipage/b256",
               "--kv-cache-dtype", "fp8", "--rows", "1", "8", "16", "32", "48", "64", "96",

@@ -185,7 +185,7 @@ def calibrate_config(a, text, model, spec, model_name, base, device, dtype) -> t
             model_name, sim_opts, requests, fixed_cost_model(), spec=spec, **kw),
             a.host_steps // 3)
     meta = {"engine": engine, "block_size": block, "kv_cache_dtype": a.kv_cache_dtype,
-            "budget": cfg.budget, "model": a.model,
+            "fp8_decode": a.fp8_decode, "budget": cfg.budget, "model": a.model,
             "sampling": {"temperature": a.temperature}, "scoring": a.scoring,
             "inputs": a.inputs}
     cost = fit_cost_model(grid, host, meta)
@@ -218,7 +218,7 @@ def main(a) -> int:
     workload = {k: getattr(a, k) for k in (
         "model", "configs", "budget_blocks", "max_num_seqs", "max_num_batched_tokens",
         "max_model_len", "temperature", "warmup", "sync_reps", "reps", "sustain_s", "scoring",
-        "inputs", "only", "kv_cache_dtype", "rows")}
+        "inputs", "only", "kv_cache_dtype", "fp8_decode", "rows")}
     env = bc.print_header(device, workload)
     started = time.perf_counter()
     path, gguf = resolve(model_name, base.get("load_format", "auto"))
