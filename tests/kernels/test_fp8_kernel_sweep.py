@@ -34,3 +34,6 @@ def test_fp8_kernel_sweep_cpu_smoke(tmp_path):
     score = [r["kind"] for r in data["other"] if r["workload"].startswith("score")]
     assert score == ["bf16", "fp8", "fp8 16 keys, 4 warps, 2 stages"]  # a launch candidate
     assert data["best"]["a"]["fp8"]["kind"] == "fp8"
+    operands = [r.get("operand") for r in data["decode"] if r["kind"] == "fp8"]
+    assert operands == ["f16", "e4m3"]  # the default and the e4m3-MMA decode, side by side
+    assert "e4m3 MMAs" in proc.stdout and data["best"]["a"]["e4m3_over_default"] > 0
