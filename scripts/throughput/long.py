@@ -181,7 +181,7 @@ def main(a) -> int:
     workload = {k: getattr(a, k) for k in (
         "model", "num_requests", "prompt_len", "output_len", "mean_output_len", "sigma",
         "budget", "block_size", "scoring", "temperature", "seed", "kv_cache_tokens",
-        "async_scheduling", "dtype", "kv_cache_dtype")}
+        "async_scheduling", "dtype", "kv_cache_dtype", "fp8_decode")}
     env = bc.print_header(device, workload)
     if a.mean_output_len is not None:
         print(f"  drawn lengths: mean {a.output_len_report['drawn_mean']:.0f}, min "
