@@ -89,7 +89,7 @@ def test_e4m3_reference_rounds_like_the_kernel(triton_cpu):
     """paged_decode_e4m3_reference (the CPU path of fp8_decode='e4m3') rounds q and P as the
     kernel does: within the tolerance of both the kernel and the exact reference, and not
     equal to the exact one."""
-    from zipage.kernels.fp8_decode_mma import paged_decode_e4m3_reference
+    from zipage.kernels.fp8_decode_mma_reference import paged_decode_e4m3_reference
     q, k, v, table, ctx = decode_batch(CTX, 4, 2, 64, 16)
     q = 3 * q
     (kc, ks), (vc, vs) = fp8_cache(k), fp8_cache(v)

@@ -18,7 +18,8 @@ import torch
 
 from zipage.kernels._dispatch import cdiv, next_pow2, tl, triton, use_triton
 from zipage.kernels.fp8 import FP8_DTYPE, check_scales, dequantize_reference, v_layout
-from zipage.kernels.fp8_decode_mma import _split_e4m3_kernel, paged_decode_e4m3_reference
+from zipage.kernels.fp8_decode_mma import _split_e4m3_kernel, check_e4m3_launch
+from zipage.kernels.fp8_decode_mma_reference import paged_decode_e4m3_reference
 from zipage.kernels.fp8_launch import (DECODE_OPERANDS, E4M3_DECODE, FP8_DECODE, Launch,
                                        check_v_path, launch_for)
 from zipage.kernels.fp8_tiles import attend_tiles
@@ -180,6 +181,8 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
     fp8_default = E4M3_DECODE if fp8_operand == FP8_DTYPE else FP8_DECODE
     launch = launch_for(quant, fp8_default, _DECODE, q.dtype, k_cache.dtype, fp8_operand,
                         DECODE_OPERANDS, **overrides)
+    if launch.operand == FP8_DTYPE:
+        check_e4m3_launch(v_transposed, launch.tile_n)
     if num_splits is None:
         num_splits = default_num_splits(B, H_kv, block_tables.shape[1] * bs, q.device,
                                         launch.tile_n)
@@ -195,12 +198,6 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
     d_pad = max(16, next_pow2(D))
     G = H_q // H_kv
     if launch.operand == FP8_DTYPE:  # e4m3 MMAs, keys as rows (fp8_decode_mma.py)
-        if not v_transposed:
-            raise ValueError("fp8_operand float8_e4m3fn needs the V cache stored transposed "
-                             "(fp8.transposed_v_view, the engine's FP8 layout)")
-        if launch.tile_n < 32:
-            raise ValueError(f"fp8_operand float8_e4m3fn: tile_n >= 32 (e4m3 MMAs contract "
-                             f"over at least 32 keys), got {launch.tile_n}")
         kernel, d_pad = _split_e4m3_kernel, max(32, d_pad)
         constexprs = dict(GROUP_PAD=max(8, next_pow2(G + 1)))  # + 1: the spare column
     else:
