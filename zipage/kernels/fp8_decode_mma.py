@@ -29,7 +29,8 @@ the K/V loop is 413 instructions per tile, 89 registers, against the f16 path's 
 (python -m zipage.sim.decode_occupancy).
 """
 from zipage.kernels._dispatch import tl, triton
-from zipage.kernels.paged_tiles import INTERPRETER, paged_block_offsets
+from zipage.kernels.paged_tiles import (INTERPRETER, kv_tile_offsets, paged_block_offsets,
+                                        split_key_range)
 from zipage.kernels.store_kv import round_to_e4m3
 
 
@@ -131,9 +132,8 @@ def _attend(q_t, col_scale, aux, m_i, l_acc, acc, k_cache_ptr, v_cache_ptr,
                                  mask=following < key_end, other=0)
             keys = start + tl.arange(0, TILE_N)
             slots = tl.multiple_of(start % BLOCK_SIZE, TILE_N) + tl.arange(0, TILE_N)
-            block_offset = block.to(tl.int64) * stride_block
-            offsets = head_offset + block_offset + slots * stride_slot
-            v_offsets = v_head_offset + block_offset + slots
+            offsets, v_offsets = kv_tile_offsets(block.to(tl.int64) * stride_block, slots,
+                                                 head_offset, v_head_offset, stride_slot, True)
             m_i, l_acc, acc = _tile_step(q_t, col_scale, aux, m_i, l_acc, acc,
                                          k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
                                          offsets, v_offsets, keys, key_end, MASKED,
@@ -144,8 +144,8 @@ def _attend(q_t, col_scale, aux, m_i, l_acc, acc, k_cache_ptr, v_cache_ptr,
             keys = start + tl.arange(0, TILE_N)
             block_offset, slot = paged_block_offsets(table_row_ptr, keys, keys < key_end,
                                                      stride_block, BLOCK_SIZE)
-            offsets = head_offset + block_offset + slot * stride_slot
-            v_offsets = v_head_offset + block_offset + slot
+            offsets, v_offsets = kv_tile_offsets(block_offset, slot, head_offset,
+                                                 v_head_offset, stride_slot, True)
             m_i, l_acc, acc = _tile_step(q_t, col_scale, aux, m_i, l_acc, acc,
                                          k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
                                          offsets, v_offsets, keys, key_end, MASKED,
@@ -169,10 +169,7 @@ def _split_e4m3_kernel(q_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
     ctx = tl.load(context_lens_ptr + seq)
-    tiles_per_split = tl.cdiv(tl.cdiv(ctx, TILE_N), num_splits)
-    key_start = split * tiles_per_split * TILE_N
-    key_end = tl.minimum(key_start + tiles_per_split * TILE_N, ctx)
-    full_end = tl.minimum(key_end, ctx // TILE_N * TILE_N)  # tiles with no padding key
+    key_start, key_end, full_end = split_key_range(ctx, split, num_splits, TILE_N)
 
     g = tl.arange(0, GROUP_PAD)
     dims = tl.arange(0, HEAD_DIM_PAD)

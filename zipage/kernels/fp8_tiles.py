@@ -20,7 +20,8 @@ Bytes and FLOPs per step: docs/fp8.md.
 """
 from zipage.kernels._dispatch import tl, triton
 from zipage.kernels.paged_tiles import (INTERPRETER, attend_kv_tiles, dot_operand,
-                                        online_softmax_step, paged_block_offsets)
+                                        kv_tile_offsets, online_softmax_step,
+                                        paged_block_offsets)
 
 
 @triton.jit
@@ -165,11 +166,8 @@ def attend_fp8_tiles(q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_
             # the tile's first slot, a multiple of TILE_N: Triton 3.6 cannot see it, and
             # without the hint reads V_T's contiguous keys a byte at a time (docs/fp8.md)
             slots = tl.multiple_of(start % BLOCK_SIZE, TILE_N) + tl.arange(0, TILE_N)
-            block_offset = block.to(tl.int64) * stride_block
-            offsets = head_offset + block_offset + slots * stride_slot
-            v_offsets = offsets
-            if V_T:
-                v_offsets = v_head_offset + block_offset + slots
+            offsets, v_offsets = kv_tile_offsets(block.to(tl.int64) * stride_block, slots,
+                                                 head_offset, v_head_offset, stride_slot, V_T)
             m_i, l_i, acc = fp8_tile_step(q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr,
                                           k_scale_ptr, v_scale_ptr, offsets, v_offsets, keys,
                                           key_end, last_key, qk_scale, MASKED, BLOCK_SIZE,
@@ -181,10 +179,8 @@ def attend_fp8_tiles(q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_
             keys = start + tl.arange(0, TILE_N)
             block_offset, slot = paged_block_offsets(table_row_ptr, keys, keys < key_end,
                                                      stride_block, BLOCK_SIZE)
-            offsets = head_offset + block_offset + slot * stride_slot
-            v_offsets = offsets
-            if V_T:
-                v_offsets = v_head_offset + block_offset + slot
+            offsets, v_offsets = kv_tile_offsets(block_offset, slot, head_offset,
+                                                 v_head_offset, stride_slot, V_T)
             m_i, l_i, acc = fp8_tile_step(q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr,
                                           k_scale_ptr, v_scale_ptr, offsets, v_offsets, keys,
                                           key_end, last_key, qk_scale, MASKED, BLOCK_SIZE,

@@ -23,7 +23,7 @@ from zipage.kernels.fp8_decode_mma_reference import paged_decode_e4m3_reference
 from zipage.kernels.fp8_launch import (DECODE_OPERANDS, E4M3_DECODE, FP8_DECODE, Launch,
                                        check_v_path, launch_for)
 from zipage.kernels.fp8_tiles import attend_tiles
-from zipage.kernels.paged_tiles import LOG2E, dot_args, dot_operand
+from zipage.kernels.paged_tiles import LOG2E, dot_args, dot_operand, split_key_range
 
 
 # launch of a full-precision cache (operand: the cache dtype); FP8: fp8_launch.FP8_DECODE
@@ -46,10 +46,7 @@ def _split_kernel(q_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
     ctx = tl.load(context_lens_ptr + seq)
-    tiles_per_split = tl.cdiv(tl.cdiv(ctx, TILE_N), num_splits)
-    key_start = split * tiles_per_split * TILE_N
-    key_end = tl.minimum(key_start + tiles_per_split * TILE_N, ctx)
-    full_end = tl.minimum(key_end, ctx // TILE_N * TILE_N)  # tiles with no padding key
+    key_start, key_end, full_end = split_key_range(ctx, split, num_splits, TILE_N)
 
     g = tl.arange(0, GROUP_PAD)  # padded to >= 16 rows for tl.dot; extra rows are masked
     cols = tl.arange(0, HEAD_DIM_PAD)

@@ -2,6 +2,8 @@
 
     paged_offsets        token positions -> element offsets, through a block table
                          (paged_block_offsets: block offset and slot apart)
+    kv_tile_offsets      a tile's K and V element offsets (V in rows or stored transposed)
+    split_key_range      the keys of one split of a decode program (flash-decoding)
     load_kv_tile         a tile of cached K or V in the cache dtype
     dot_operand          a tile as a tl.dot operand (and the interpreter's half-precision fix)
     online_softmax_step  one flash-attention update of the running row max and sum
@@ -76,6 +78,30 @@ def paged_offsets(table_row_ptr, positions, mask, stride_block, stride_slot,
     block_offset, slot = paged_block_offsets(table_row_ptr, positions, mask, stride_block,
                                              BLOCK_SIZE)
     return block_offset + slot * stride_slot
+
+
+@triton.jit
+def kv_tile_offsets(block_offset, slots, head_offset, v_head_offset, stride_slot,
+                    V_T: tl.constexpr):
+    """(K offsets, V offsets) of keys at `slots` of the blocks at block_offset: V at K's
+    offsets (a cache in rows) or, V_T, at v_head_offset + block_offset + slot
+    (fp8.transposed_v_view: a V cache stored transposed per block, slot stride 1)."""
+    offsets = head_offset + block_offset + slots * stride_slot
+    v_offsets = offsets
+    if V_T:
+        v_offsets = v_head_offset + block_offset + slots
+    return offsets, v_offsets
+
+
+@triton.jit
+def split_key_range(ctx, split, num_splits, TILE_N: tl.constexpr):
+    """(key_start, key_end, full_end) of split `split` of num_splits over ctx keys, in whole
+    tiles: [key_start, full_end) holds tiles with no padding key, [full_end, key_end) the
+    context's partial last tile if this split has it."""
+    tiles_per_split = tl.cdiv(tl.cdiv(ctx, TILE_N), num_splits)
+    key_start = split * tiles_per_split * TILE_N
+    key_end = tl.minimum(key_start + tiles_per_split * TILE_N, ctx)
+    return key_start, key_end, tl.minimum(key_end, ctx // TILE_N * TILE_N)
 
 
 @triton.jit
