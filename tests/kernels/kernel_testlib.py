@@ -129,6 +129,16 @@ def assert_fp8_close(out, ref, operand, v_cache, v_scale):
     torch.testing.assert_close(out, ref, atol=atol, rtol=rtol)
 
 
+def poisoned_decode_outputs(B, H_q, D, q_dtype, splits, device="cpu"):
+    """(out, scratch) for paged_decode_attention filled with NaN, so a row or split a kernel
+    does not write shows; scratch None without splits."""
+    from zipage.kernels.paged_decode import decode_scratch
+    out = torch.full((B, H_q, D), float("nan"), dtype=q_dtype, device=device)
+    if not splits:
+        return out, None
+    return out, tuple(t.fill_(float("nan")) for t in decode_scratch(B, H_q, D, splits, device))
+
+
 def quantize_paged(cache):
     """(fp8 cache, float32 scales) of a (NB, b, H, D) cache (fp8.quantize_reference), both
     views inside NaN guards like make_paged's; NaN (poisoned) rows stay NaN."""

@@ -12,12 +12,12 @@ weight fails by orders of magnitude.
 import pytest
 import torch
 from kernel_testlib import (BF16, F16, F32, assert_fp8_close, decode_batch, fp8_cache,
-                            prefill_batch, quantize_paged, v_transposed)
+                            poisoned_decode_outputs, prefill_batch, quantize_paged,
+                            v_transposed)
 
 from zipage.kernels import (paged_decode_attention, paged_decode_attention_reference,
                             paged_prefill_attention, paged_prefill_attention_reference)
 from zipage.kernels.fp8 import dequantize_reference
-from zipage.kernels.paged_decode import decode_scratch
 
 # ragged: empty (padded batch row), one key, partial / exact / several blocks
 CTX = [0, 1, 15, 16, 17, 45, 70, 130]
@@ -46,11 +46,7 @@ def test_decode_fp8(triton_cpu, bs, G, H_kv, D, splits, tile_n, q_dtype, fp8_ope
     (kc, ks), (vc, vs) = fp8_cache(k), fp8_cache(v)
     if v_layout == "transposed":
         vc = v_transposed(vc)
-    B, H_q = len(CTX), G * H_kv
-    out = torch.full((B, H_q, D), float("nan"), dtype=q_dtype)  # every row must be written
-    scratch = None
-    if splits:
-        scratch = tuple(t.fill_(float("nan")) for t in decode_scratch(B, H_q, D, splits, "cpu"))
+    out, scratch = poisoned_decode_outputs(len(CTX), G * H_kv, D, q_dtype, splits)
     res = paged_decode_attention(q, kc, vc, table, ctx, D ** -0.5, num_splits=splits,
                                  out=out, scratch=scratch, tile_n=tile_n, k_scale=ks,
                                  v_scale=vs, fp8_operand=fp8_operand)

@@ -9,11 +9,10 @@ the V weight or the spare column's v_max fails by far more.
 import pytest
 import torch
 from kernel_testlib import (BF16, F32, assert_fp8_close, decode_batch, fp8_cache,
-                            quantize_paged, v_transposed)
+                            poisoned_decode_outputs, quantize_paged, v_transposed)
 
 from zipage.kernels import paged_decode_attention, paged_decode_attention_reference
 from zipage.kernels.fp8 import FP8_DTYPE
-from zipage.kernels.paged_decode import decode_scratch
 
 CTX = [0, 1, 15, 16, 17, 45, 70, 130]  # empty, one key, partial / exact / several blocks
 
@@ -24,11 +23,7 @@ def run_e4m3(ctx_lens, G, H_kv, D, bs, q_dtype, splits=None, tile_n=None, v_gain
     q = (3 * q).to(q_dtype)
     (kc, ks), (vc, vs) = fp8_cache(k), fp8_cache(v * v_gain)
     vc = v_transposed(vc)
-    B, H_q = len(ctx_lens), G * H_kv
-    out = torch.full((B, H_q, D), float("nan"), dtype=q_dtype)  # every row must be written
-    scratch = None
-    if splits:
-        scratch = tuple(t.fill_(float("nan")) for t in decode_scratch(B, H_q, D, splits, "cpu"))
+    out, scratch = poisoned_decode_outputs(len(ctx_lens), G * H_kv, D, q_dtype, splits)
     res = paged_decode_attention(q, kc, vc, table, ctx, D ** -0.5, num_splits=splits,
                                  out=out, scratch=scratch, tile_n=tile_n, k_scale=ks,
                                  v_scale=vs, fp8_operand=FP8_DTYPE, **launch)
