@@ -178,7 +178,8 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
     fp8_default = E4M3_DECODE if fp8_operand == FP8_DTYPE else FP8_DECODE
     launch = launch_for(quant, fp8_default, _DECODE, q.dtype, k_cache.dtype, fp8_operand,
                         DECODE_OPERANDS, **overrides)
-    if launch.operand == FP8_DTYPE:
+    e4m3 = launch.operand == FP8_DTYPE  # e4m3 MMAs, keys as rows (fp8_decode_mma.py)
+    if e4m3:
         check_e4m3_launch(v_transposed, launch.tile_n)
     if num_splits is None:
         num_splits = default_num_splits(B, H_kv, block_tables.shape[1] * bs, q.device,
@@ -194,7 +195,7 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
         return out
     d_pad = max(16, next_pow2(D))
     G = H_q // H_kv
-    if launch.operand == FP8_DTYPE:  # e4m3 MMAs, keys as rows (fp8_decode_mma.py)
+    if e4m3:
         kernel, d_pad = _split_e4m3_kernel, max(32, d_pad)
         constexprs = dict(GROUP_PAD=max(8, next_pow2(G + 1)))  # + 1: the spare column
     else:
