@@ -37,3 +37,22 @@ def test_fp8_kernel_sweep_cpu_smoke(tmp_path):
     operands = [r.get("operand") for r in data["decode"] if r["kind"] == "fp8"]
     assert operands == ["f16", "e4m3"]  # the default and the e4m3-MMA decode, side by side
     assert "e4m3 MMAs" in proc.stdout and data["best"]["a"]["e4m3_over_default"] > 0
+
+
+def test_sweep_summary_never_picks_a_variant_with_wrong_output(capsys):
+    """The e4m3 decode's first GPU sweep (H100, 2026-12-05) was 1% faster than the default
+    with outputs 100% off; the summary had named it the best variant."""
+    from scripts.throughput.fp8_kernels import E4M3_LABEL, summary
+    work = "decode (a) 512 rows x 2048 keys"
+
+    def row(kind, ms, err, label=None):
+        return dict(workload=work, kind=kind, ms=ms, rel_err=err, correct=err <= 1e-2,
+                    label=label, operand="f16", tile_n=128, num_warps=4, num_stages=3,
+                    splits=1, v_path="transposed", gbps=1.0, pct_roofline=50.0)
+    rows = [row("bf16", 1.4, 2e-3), row("fp8", 0.95, 2e-3, "default"),
+            row("fp8", 0.93, 1.0, E4M3_LABEL), row("fp8", 0.90, float("nan"))]
+    best = summary(rows, {"a": None})
+    assert best["a"]["fp8"]["label"] == "default" and "e4m3_over_default" not in best["a"]
+    out = capsys.readouterr().out
+    assert "2 variant(s) with wrong output left out" in out
+    assert "e4m3 MMAs: wrong output, no comparison" in out
