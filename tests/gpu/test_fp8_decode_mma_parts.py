@@ -1,0 +1,77 @@
+"""The e4m3-MMA decode (zipage/kernels/fp8_decode_mma.py) taken apart on CUDA, to find why its
+outputs are wrong at Qwen3-8B shapes (results/bench/fp8_gpu_checks_h100_e4m3.log) while the
+interpreter passes: its building blocks alone (the two e4m3 terms, their [hi | lo] packing, an
+e4m3 MMA with that register operand, the halves' sum), then the whole decode over the shapes
+between the one that passed (tiny Qwen3 in the engine: G 2, D 16, block 16) and the ones that
+failed (G 4, D 128, block 256).
+
+    python -m pytest -m gpu tests/gpu/test_fp8_decode_mma_parts.py -rA
+"""
+import pytest
+import torch
+
+from tests.kernels.kernel_testlib import (assert_fp8_close, cuda_kernels,  # noqa: F401
+                                          decode_batch, fp8_cache, v_transposed)
+from zipage.kernels import paged_decode_attention, paged_decode_attention_reference
+from zipage.kernels._dispatch import tl, triton
+from zipage.kernels.fp8_decode_mma import e4m3_terms, pack_terms, sum_terms
+
+E4M3 = torch.float8_e4m3fn
+
+
+@triton.jit
+def _parts_kernel(a_ptr, x_ptr, packed_ptr, product_ptr, summed_ptr, M: tl.constexpr,
+                  K: tl.constexpr, N: tl.constexpr):
+    """x (K, N) fp32 -> [hi | lo] (K, 2N) stored as fp32; a (M, K) e4m3 times it (M, 2N);
+    the two column halves summed (M, N)."""
+    m, k, n, n2 = tl.arange(0, M), tl.arange(0, K), tl.arange(0, N), tl.arange(0, 2 * N)
+    hi, lo = e4m3_terms(tl.load(x_ptr + k[:, None] * N + n[None, :]))
+    packed = pack_terms(hi, lo)
+    tl.store(packed_ptr + k[:, None] * 2 * N + n2[None, :], packed.to(tl.float32))
+    product = tl.dot(tl.load(a_ptr + m[:, None] * K + k[None, :]), packed,
+                     input_precision="ieee")
+    tl.store(product_ptr + m[:, None] * 2 * N + n2[None, :], product)
+    tl.store(summed_ptr + m[:, None] * N + n[None, :], sum_terms(product))
+
+
+@pytest.mark.parametrize("M,K,N", [(64, 32, 8), (128, 128, 8), (128, 128, 16), (128, 32, 8)])
+@pytest.mark.parametrize("num_warps", [4, 8])
+def test_terms_packing_mma_and_sum(cuda_kernels, M, K, N, num_warps):
+    x = torch.randn(K, N, device="cuda") * 30
+    a = (torch.randn(M, K, device="cuda") * 4).to(E4M3)
+    packed = torch.empty(K, 2 * N, device="cuda")
+    product = torch.empty(M, 2 * N, device="cuda")
+    summed = torch.empty(M, N, device="cuda")
+    _parts_kernel[(1,)](a, x, packed, product, summed, M, K, N, num_warps=num_warps)
+    hi = x.to(E4M3).float()
+    both = torch.cat([hi, (x - hi).to(E4M3).float()], 1)
+    torch.testing.assert_close(packed, both, rtol=0, atol=0)  # the terms, packed [hi | lo]
+    # e4m3 products are exact in fp32; Hopper accumulates them with fewer bits
+    tol = dict(rtol=1e-3, atol=1e-3 * (a.float().abs() @ both.abs()).max().item())
+    torch.testing.assert_close(product, a.float() @ both, **tol)
+    torch.testing.assert_close(summed, a.float() @ (both[:, :N] + both[:, N:]), **tol)
+
+
+@pytest.mark.parametrize("G,H_kv,D,bs,tile_n,longest,splits", [
+    (2, 2, 16, 16, 128, 300, None),     # the engine check's shape, which passed
+    (4, 2, 32, 16, 32, 300, None),      # tiles of 32 keys spanning blocks of 16
+    (4, 2, 128, 16, 128, 300, None),    # D 128, tiles spanning blocks
+    (4, 2, 96, 256, 128, 512, None),    # padded D, one table entry per tile
+    (4, 2, 64, 256, 64, 512, None),
+    (4, 2, 128, 64, 128, 512, None),    # D 128, tiles spanning blocks of 64
+    (1, 2, 128, 256, 128, 512, None),
+    (4, 2, 128, 256, 128, 512, None),   # the Qwen3-8B shape, which failed
+    (4, 2, 128, 256, 128, 512, 2),
+    (8, 1, 128, 256, 128, 512, None)])
+def test_decode_shapes_between_pass_and_fail(cuda_kernels, G, H_kv, D, bs, tile_n, longest,
+                                             splits):
+    ctx = torch.randint(1, longest + 1, (16,)).tolist()
+    ctx[0] = longest
+    q, k, v, table, lens = decode_batch(ctx, G, H_kv, D, bs, torch.bfloat16, device="cuda")
+    (kc, ks), (vc, vs) = fp8_cache(k), fp8_cache(v)
+    vc = v_transposed(vc)
+    out = paged_decode_attention(q, kc, vc, table, lens, D ** -0.5, tile_n=tile_n,
+                                 num_splits=splits, k_scale=ks, v_scale=vs, fp8_operand=E4M3)
+    ref = paged_decode_attention_reference(q, kc, vc, table, lens, D ** -0.5, k_scale=ks,
+                                           v_scale=vs)
+    assert_fp8_close(out, ref, E4M3, vc, vs)
