@@ -20,36 +20,67 @@ E4M3 = torch.float8_e4m3fn
 
 
 @triton.jit
-def _parts_kernel(a_ptr, x_ptr, packed_ptr, product_ptr, summed_ptr, M: tl.constexpr,
-                  K: tl.constexpr, N: tl.constexpr):
-    """x (K, N) fp32 -> [hi | lo] (K, 2N) stored as fp32; a (M, K) e4m3 times it (M, 2N);
-    the two column halves summed (M, N)."""
+def _parts_kernel(a_ptr, x_ptr, packed_ptr, hi_product_ptr, product_ptr, summed_ptr,
+                  M: tl.constexpr, K: tl.constexpr, N: tl.constexpr):
+    """x (K, N) fp32 -> [hi | lo] (K, 2N) stored as fp32; a (M, K) e4m3 times hi alone
+    (M, N: a register B operand, no packing); a times [hi | lo] (M, 2N); that product's two
+    column halves summed (M, N)."""
     m, k, n, n2 = tl.arange(0, M), tl.arange(0, K), tl.arange(0, N), tl.arange(0, 2 * N)
     hi, lo = e4m3_terms(tl.load(x_ptr + k[:, None] * N + n[None, :]))
     packed = pack_terms(hi, lo)
     tl.store(packed_ptr + k[:, None] * 2 * N + n2[None, :], packed.to(tl.float32))
-    product = tl.dot(tl.load(a_ptr + m[:, None] * K + k[None, :]), packed,
-                     input_precision="ieee")
+    a = tl.load(a_ptr + m[:, None] * K + k[None, :])
+    tl.store(hi_product_ptr + m[:, None] * N + n[None, :],
+             tl.dot(a, hi, input_precision="ieee"))
+    product = tl.dot(a, packed, input_precision="ieee")
     tl.store(product_ptr + m[:, None] * 2 * N + n2[None, :], product)
     tl.store(summed_ptr + m[:, None] * N + n[None, :], sum_terms(product))
 
 
-@pytest.mark.parametrize("M,K,N", [(64, 32, 8), (128, 128, 8), (128, 128, 16), (128, 32, 8)])
-@pytest.mark.parametrize("num_warps", [4, 8])
-def test_terms_packing_mma_and_sum(cuda_kernels, M, K, N, num_warps):
+def run_parts(M, K, N, num_warps):
+    """The kernel's four outputs and what each should be (e4m3 products are exact in fp32;
+    Hopper's e4m3 MMA accumulates with fewer bits, hence a tolerance on the products)."""
     x = torch.randn(K, N, device="cuda") * 30
     a = (torch.randn(M, K, device="cuda") * 4).to(E4M3)
-    packed = torch.empty(K, 2 * N, device="cuda")
-    product = torch.empty(M, 2 * N, device="cuda")
-    summed = torch.empty(M, N, device="cuda")
-    _parts_kernel[(1,)](a, x, packed, product, summed, M, K, N, num_warps=num_warps)
+    got = dict(packed=torch.empty(K, 2 * N, device="cuda"),
+               hi_product=torch.empty(M, N, device="cuda"),
+               product=torch.empty(M, 2 * N, device="cuda"),
+               summed=torch.empty(M, N, device="cuda"))
+    _parts_kernel[(1,)](a, x, *got.values(), M, K, N, num_warps=num_warps)
     hi = x.to(E4M3).float()
     both = torch.cat([hi, (x - hi).to(E4M3).float()], 1)
-    torch.testing.assert_close(packed, both, rtol=0, atol=0)  # the terms, packed [hi | lo]
-    # e4m3 products are exact in fp32; Hopper accumulates them with fewer bits
+    want = dict(packed=both, hi_product=a.float() @ hi, product=a.float() @ both,
+                summed=a.float() @ (both[:, :N] + both[:, N:]))
     tol = dict(rtol=1e-3, atol=1e-3 * (a.float().abs() @ both.abs()).max().item())
-    torch.testing.assert_close(product, a.float() @ both, **tol)
-    torch.testing.assert_close(summed, a.float() @ (both[:, :N] + both[:, N:]), **tol)
+    return got, want, tol
+
+
+PART_SHAPES = pytest.mark.parametrize("M,K,N", [(64, 32, 8), (128, 128, 8), (128, 128, 16),
+                                                (128, 32, 8)])
+WARPS = pytest.mark.parametrize("num_warps", [4, 8])
+
+
+@PART_SHAPES
+@WARPS
+def test_e4m3_terms_packed_hi_then_lo(cuda_kernels, M, K, N, num_warps):
+    got, want, _ = run_parts(M, K, N, num_warps)
+    torch.testing.assert_close(got["packed"], want["packed"], rtol=0, atol=0)
+
+
+@PART_SHAPES
+@WARPS
+def test_e4m3_mma_with_a_register_operand(cuda_kernels, M, K, N, num_warps):
+    got, want, tol = run_parts(M, K, N, num_warps)
+    torch.testing.assert_close(got["hi_product"], want["hi_product"], **tol)
+
+
+@PART_SHAPES
+@WARPS
+def test_e4m3_mma_with_the_packed_operand_and_the_halves_summed(cuda_kernels, M, K, N,
+                                                                num_warps):
+    got, want, tol = run_parts(M, K, N, num_warps)
+    torch.testing.assert_close(got["product"], want["product"], **tol)
+    torch.testing.assert_close(got["summed"], want["summed"], **tol)
 
 
 @pytest.mark.parametrize("G,H_kv,D,bs,tile_n,longest,splits", [
