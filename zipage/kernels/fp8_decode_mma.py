@@ -218,8 +218,8 @@ def _split_e4m3_kernel(q_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr
 # The engine refuses fp8_decode="e4m3" on a GPU until the kernel passes its GPU checks.
 E4M3_REFUSED_ON_CUDA = (
     "fp8_decode='e4m3' is refused on CUDA: the e4m3-MMA decode kernel gave wrong outputs at "
-    "Qwen3-8B shapes in its first GPU checks (2026-12-05; docs/fp8.md, 'e4m3 MMAs'). Use "
-    "fp8_decode='f16', the default; on the CPU 'e4m3' runs its PyTorch reference.")
+    "Qwen3-8B shapes in its first GPU checks (2026-12-05; docs/fp8.md, 'Decode with e4m3 "
+    "MMAs'). Use fp8_decode='f16', the default; on the CPU 'e4m3' runs its PyTorch reference.")
 
 
 def check_e4m3_launch(v_transposed: bool, tile_n: int) -> None:

@@ -20,8 +20,8 @@ hardware conversion per two elements on sm_89+ and keeps 10 mantissa bits for P;
 |q| < 65504 (queries beyond f16's range, unusual for normed queries, need bfloat16).
 float32 queries keep float32 operands (exact; the CPU interpreter tests use them).
 Decode alone also takes FP8_DTYPE: e4m3 tensor-core MMAs on the cache bytes, no conversion,
-keys as the MMA's rows (fp8_decode_mma.py; V must be stored transposed). Unmeasured on the
-GPU so far: not the default.
+keys as the MMA's rows (fp8_decode_mma.py; V must be stored transposed). Its outputs were
+wrong on the GPU (H100, 2026-12-05): not the default, and the engine refuses it on CUDA.
 """
 from dataclasses import dataclass, replace
 
