@@ -64,6 +64,18 @@ def sum_terms(x):
 
 
 @triton.jit
+def terms_dot(a, b0, b1, PACK_TERMS: tl.constexpr):
+    """a (M, K) e4m3 times the B operand's two e4m3 terms, summed (M, N): b0 = [hi | lo]
+    (K, 2N) packed by pack_terms (b1 unused) or b0 = hi, b1 = lo (K, N) apart, two MMAs into
+    one accumulator (no reshape of operand or result)."""
+    if PACK_TERMS:
+        result = sum_terms(tl.dot(a, b0, input_precision="ieee"))
+    else:
+        result = tl.dot(a, b1, tl.dot(a, b0, input_precision="ieee"), input_precision="ieee")
+    return result
+
+
+@triton.jit
 def e4m3_tile(x):
     """A cache tile as an e4m3 tl.dot operand (fp32 holding the same values under the
     interpreter, whose dot would multiply raw bytes)."""
@@ -73,14 +85,14 @@ def e4m3_tile(x):
 
 
 @triton.jit
-def _tile_step(q_t, col_scale, aux, m_i, l_acc, acc, k_cache_ptr, v_cache_ptr,
+def _tile_step(q_t, q_t_lo, col_scale, aux, m_i, l_acc, acc, k_cache_ptr, v_cache_ptr,
                k_scale_ptr, v_scale_ptr, offsets, v_offsets, keys, key_end,
                MASKED: tl.constexpr, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr,
-               HEAD_DIM_PAD: tl.constexpr):
+               HEAD_DIM_PAD: tl.constexpr, PACK_TERMS: tl.constexpr):
     """One tile of TILE_N keys (K rows at element `offsets`, V columns at `v_offsets`) folded
     into the running max m_i (GROUP_PAD,), sums l_acc (TILE_N, GROUP_PAD) and acc
-    (HEAD_DIM_PAD, GROUP_PAD), all in the transposed (keys or dims, heads) orientation; q_t
-    (HEAD_DIM_PAD, 2 GROUP_PAD) holds q's two e4m3 terms side by side (pack_terms)."""
+    (HEAD_DIM_PAD, GROUP_PAD), all in the transposed (keys or dims, heads) orientation; q_t,
+    q_t_lo: q's two e4m3 terms as terms_dot takes them."""
     dims = tl.arange(0, HEAD_DIM_PAD)
     key_ok = keys < key_end
     k_ptrs = k_cache_ptr + offsets[:, None] + dims[None, :]
@@ -97,7 +109,7 @@ def _tile_step(q_t, col_scale, aux, m_i, l_acc, acc, k_cache_ptr, v_cache_ptr,
     else:
         k_scale = tl.load(k_scale_ptr + offsets // HEAD_DIM)
         v_scale = tl.load(v_scale_ptr + offsets // HEAD_DIM)
-    s = sum_terms(tl.dot(e4m3_tile(k), q_t, input_precision="ieee"))  # (TILE_N, GROUP_PAD)
+    s = terms_dot(e4m3_tile(k), q_t, q_t_lo, PACK_TERMS)  # (TILE_N, GROUP_PAD)
     t = s * k_scale[:, None]  # logits / col_scale
     if MASKED:
         t = tl.where(key_ok[:, None], t, float("-inf"))
@@ -109,17 +121,20 @@ def _tile_step(q_t, col_scale, aux, m_i, l_acc, acc, k_cache_ptr, v_cache_ptr,
     l_acc = l_acc * alpha[None, :] + p
     weight = v_scale * (256.0 / tl.where(v_max > 0, v_max, 1.0))  # in [0, 256]
     p_hi, p_lo = e4m3_terms(p * weight[:, None])
-    pv = sum_terms(tl.dot(e4m3_tile(v), pack_terms(p_hi, p_lo), input_precision="ieee"))
+    if PACK_TERMS:
+        pv = terms_dot(e4m3_tile(v), pack_terms(p_hi, p_lo), p_lo, True)
+    else:
+        pv = terms_dot(e4m3_tile(v), p_hi, p_lo, False)
     acc = acc * alpha[None, :] + pv * (v_max * (1.0 / 256.0))
     return m_new, l_acc, acc
 
 
 @triton.jit
-def _attend(q_t, col_scale, aux, m_i, l_acc, acc, k_cache_ptr, v_cache_ptr,
+def _attend(q_t, q_t_lo, col_scale, aux, m_i, l_acc, acc, k_cache_ptr, v_cache_ptr,
             k_scale_ptr, v_scale_ptr, table_row_ptr, head_offset, v_head_offset,
             stride_block, stride_slot, key_start, key_end, MASKED: tl.constexpr,
             BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr, HEAD_DIM: tl.constexpr,
-            HEAD_DIM_PAD: tl.constexpr):
+            HEAD_DIM_PAD: tl.constexpr, PACK_TERMS: tl.constexpr):
     """The tiles of keys [key_start, key_end), key_start a multiple of TILE_N; the block
     table walked as in fp8_tiles.attend_fp8_tiles (one entry per tile, read a tile ahead,
     where a tile lies in one block)."""
@@ -134,10 +149,10 @@ def _attend(q_t, col_scale, aux, m_i, l_acc, acc, k_cache_ptr, v_cache_ptr,
             slots = tl.multiple_of(start % BLOCK_SIZE, TILE_N) + tl.arange(0, TILE_N)
             offsets, v_offsets = kv_tile_offsets(block.to(tl.int64) * stride_block, slots,
                                                  head_offset, v_head_offset, stride_slot, True)
-            m_i, l_acc, acc = _tile_step(q_t, col_scale, aux, m_i, l_acc, acc,
+            m_i, l_acc, acc = _tile_step(q_t, q_t_lo, col_scale, aux, m_i, l_acc, acc,
                                          k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
                                          offsets, v_offsets, keys, key_end, MASKED,
-                                         BLOCK_SIZE, HEAD_DIM, HEAD_DIM_PAD)
+                                         BLOCK_SIZE, HEAD_DIM, HEAD_DIM_PAD, PACK_TERMS)
             block = next_block
     else:  # tiles span blocks: a table entry per key
         for start in range(key_start, key_end, TILE_N):
@@ -146,10 +161,10 @@ def _attend(q_t, col_scale, aux, m_i, l_acc, acc, k_cache_ptr, v_cache_ptr,
                                                      stride_block, BLOCK_SIZE)
             offsets, v_offsets = kv_tile_offsets(block_offset, slot, head_offset,
                                                  v_head_offset, stride_slot, True)
-            m_i, l_acc, acc = _tile_step(q_t, col_scale, aux, m_i, l_acc, acc,
+            m_i, l_acc, acc = _tile_step(q_t, q_t_lo, col_scale, aux, m_i, l_acc, acc,
                                          k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
                                          offsets, v_offsets, keys, key_end, MASKED,
-                                         BLOCK_SIZE, HEAD_DIM, HEAD_DIM_PAD)
+                                         BLOCK_SIZE, HEAD_DIM, HEAD_DIM_PAD, PACK_TERMS)
     return m_i, l_acc, acc
 
 
@@ -162,7 +177,8 @@ def _split_e4m3_kernel(q_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr
                        stride_out_head, num_q_heads, num_splits,
                        DIRECT: tl.constexpr, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
                        BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr,
-                       GROUP_PAD: tl.constexpr, HEAD_DIM_PAD: tl.constexpr):
+                       GROUP_PAD: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
+                       PACK_TERMS: tl.constexpr):
     """paged_decode._split_kernel's grid, splits and outputs; GROUP_PAD > GROUP (the spare
     column carries v_max) and >= 8, HEAD_DIM_PAD >= 32, the V cache transposed per block."""
     seq = tl.program_id(0)
@@ -191,16 +207,19 @@ def _split_e4m3_kernel(q_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr
     table_row = block_tables_ptr + seq.to(tl.int64) * stride_table_row
     head_offset = kv_head * stride_k_head
     v_head_offset = kv_head * stride_v_head
-    q_t = pack_terms(tl.trans(q_hi), tl.trans(q_lo))  # (HEAD_DIM_PAD, 2 GROUP_PAD)
-    m_i, l_acc, acc = _attend(q_t, col_scale, aux, m_i, l_acc, acc, k_cache_ptr,
+    q_t, q_t_lo = tl.trans(q_hi), tl.trans(q_lo)  # (HEAD_DIM_PAD, GROUP_PAD) each
+    if PACK_TERMS:
+        q_t = pack_terms(q_t, q_t_lo)  # (HEAD_DIM_PAD, 2 GROUP_PAD)
+    m_i, l_acc, acc = _attend(q_t, q_t_lo, col_scale, aux, m_i, l_acc, acc, k_cache_ptr,
                               v_cache_ptr, k_scale_ptr, v_scale_ptr, table_row, head_offset,
                               v_head_offset, stride_k_block, stride_k_slot, key_start,
-                              full_end, False, BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD)
-    m_i, l_acc, acc = _attend(q_t, col_scale, aux, m_i, l_acc, acc, k_cache_ptr,
+                              full_end, False, BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD,
+                              PACK_TERMS)
+    m_i, l_acc, acc = _attend(q_t, q_t_lo, col_scale, aux, m_i, l_acc, acc, k_cache_ptr,
                               v_cache_ptr, k_scale_ptr, v_scale_ptr, table_row, head_offset,
                               v_head_offset, stride_k_block, stride_k_slot,
                               tl.maximum(key_start, full_end), key_end, True, BLOCK_SIZE,
-                              TILE_N, HEAD_DIM, HEAD_DIM_PAD)
+                              TILE_N, HEAD_DIM, HEAD_DIM_PAD, PACK_TERMS)
     l_i = tl.sum(l_acc, 0)
 
     out_mask = g_ok[None, :] & (dims[:, None] < HEAD_DIM)
@@ -214,6 +233,11 @@ def _split_e4m3_kernel(q_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr
     tl.store(partial_sum_ptr + row, l_i, mask=g_ok)
     tl.store(partial_out_ptr + row[None, :] * HEAD_DIM + dims[:, None], acc, mask=out_mask)
 
+
+# How q's and P's two e4m3 terms reach the MMAs (terms_dot): packed side by side as one
+# operand [hi | lo], or apart (two MMAs); GROUP_PAD is at least min_group_pad (e4m3 MMAs of 8
+# columns compile to mma.sync, of 16 or more to wgmma). Read at every launch.
+E4M3_TERMS = dict(pack_terms=True, min_group_pad=8)
 
 # The engine refuses fp8_decode="e4m3" on a GPU until the kernel passes its GPU checks.
 E4M3_REFUSED_ON_CUDA = (

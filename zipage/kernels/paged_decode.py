@@ -18,6 +18,7 @@ import torch
 
 from zipage.kernels._dispatch import cdiv, next_pow2, tl, triton, use_triton
 from zipage.kernels.fp8 import FP8_DTYPE, check_scales, dequantize_reference, v_layout
+from zipage.kernels import fp8_decode_mma
 from zipage.kernels.fp8_decode_mma import _split_e4m3_kernel, check_e4m3_launch
 from zipage.kernels.fp8_decode_mma_reference import paged_decode_e4m3_reference
 from zipage.kernels.fp8_launch import (DECODE_OPERANDS, E4M3_DECODE, FP8_DECODE, Launch,
@@ -197,7 +198,9 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
     G = H_q // H_kv
     if e4m3:
         kernel, d_pad = _split_e4m3_kernel, max(32, d_pad)
-        constexprs = dict(GROUP_PAD=max(8, next_pow2(G + 1)))  # + 1: the spare column
+        terms = fp8_decode_mma.E4M3_TERMS
+        constexprs = dict(GROUP_PAD=max(terms["min_group_pad"], next_pow2(G + 1)),  # + 1: spare
+                          PACK_TERMS=terms["pack_terms"])
     else:
         kernel = _split_kernel
         constexprs = dict(GROUP_PAD=max(16, next_pow2(G)), **dot_args(launch.operand),
