@@ -3,7 +3,8 @@ outputs are wrong at Qwen3-8B shapes (results/bench/fp8_gpu_checks_h100_e4m3.log
 interpreter passes: its building blocks alone (the two e4m3 terms, their [hi | lo] packing, an
 e4m3 MMA with that register operand, the halves' sum), then the whole decode over the shapes
 between the one that passed (tiny Qwen3 in the engine: G 2, D 16, block 16) and the ones that
-failed (G 4, D 128, block 256).
+failed (G 4, D 128, block 256), with the two terms packed [hi | lo] and apart
+(fp8_decode_mma.E4M3_TERMS).
 
     python -m pytest -m gpu tests/gpu/test_fp8_decode_mma_parts.py -rA
 """
@@ -14,6 +15,7 @@ from tests.kernels.kernel_testlib import (assert_fp8_close, cuda_kernels,  # noq
                                           decode_batch, fp8_cache, v_transposed)
 from zipage.kernels import paged_decode_attention, paged_decode_attention_reference
 from zipage.kernels._dispatch import tl, triton
+from zipage.kernels import fp8_decode_mma
 from zipage.kernels.fp8_decode_mma import e4m3_terms, pack_terms, sum_terms
 
 E4M3 = torch.float8_e4m3fn
@@ -83,6 +85,16 @@ def test_e4m3_mma_with_the_packed_operand_and_the_halves_summed(cuda_kernels, M,
     torch.testing.assert_close(got["summed"], want["summed"], **tol)
 
 
+@pytest.fixture(params=[dict(pack_terms=True, min_group_pad=8),
+                        dict(pack_terms=False, min_group_pad=16)], ids=["packed", "apart"])
+def e4m3_terms_layout(request):
+    """Each way of feeding the two terms to the MMAs (fp8_decode_mma.E4M3_TERMS)."""
+    chosen = dict(fp8_decode_mma.E4M3_TERMS)
+    fp8_decode_mma.E4M3_TERMS.update(request.param)
+    yield request.param
+    fp8_decode_mma.E4M3_TERMS.update(chosen)
+
+
 @pytest.mark.parametrize("G,H_kv,D,bs,tile_n,longest,splits", [
     (2, 2, 16, 16, 128, 300, None),     # the engine check's shape, which passed
     (4, 2, 32, 16, 32, 300, None),      # tiles of 32 keys spanning blocks of 16
@@ -94,8 +106,8 @@ def test_e4m3_mma_with_the_packed_operand_and_the_halves_summed(cuda_kernels, M,
     (4, 2, 128, 256, 128, 512, None),   # the Qwen3-8B shape, which failed
     (4, 2, 128, 256, 128, 512, 2),
     (8, 1, 128, 256, 128, 512, None)])
-def test_decode_shapes_between_pass_and_fail(cuda_kernels, G, H_kv, D, bs, tile_n, longest,
-                                             splits):
+def test_decode_shapes_between_pass_and_fail(cuda_kernels, e4m3_terms_layout, G, H_kv, D, bs,
+                                             tile_n, longest, splits):
     ctx = torch.randint(1, longest + 1, (16,)).tolist()
     ctx[0] = longest
     q, k, v, table, lens = decode_batch(ctx, G, H_kv, D, bs, torch.bfloat16, device="cuda")

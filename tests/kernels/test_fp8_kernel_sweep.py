@@ -51,8 +51,11 @@ def test_sweep_summary_never_picks_a_variant_with_wrong_output(capsys):
                     splits=1, v_path="transposed", gbps=1.0, pct_roofline=50.0)
     rows = [row("bf16", 1.4, 2e-3), row("fp8", 0.95, 2e-3, "default"),
             row("fp8", 0.93, 1.0, E4M3_LABEL), row("fp8", 0.90, float("nan"))]
+    unchecked = row("fp8", 0.80, 0.0)  # timed, then its output check raised
+    del unchecked["rel_err"], unchecked["correct"]
+    rows.append(dict(unchecked, error="RuntimeError: out of memory"))
     best = summary(rows, {"a": None})
     assert best["a"]["fp8"]["label"] == "default" and "e4m3_over_default" not in best["a"]
     out = capsys.readouterr().out
-    assert "2 variant(s) with wrong output left out" in out
+    assert "3 variant(s) with wrong or unchecked output left out" in out
     assert "e4m3 MMAs: wrong output, no comparison" in out
