@@ -7,7 +7,6 @@ import torch
 from zipage.config import EngineConfig
 from zipage.engine.llm_engine import InvalidRequest, LLMEngine
 from zipage.engine.progress import Progress
-from zipage.kernels.fp8_decode_mma import E4M3_REFUSED_ON_CUDA
 from zipage.models.loader import build_model, load_hf_config, load_tokenizer, resolve
 from zipage.models.spec import rank_spec, spec_from_hf_config
 from zipage.outputs import GenerateStats, RequestOutput
@@ -27,8 +26,6 @@ class LLM:
     def __init__(self, model: str, **options):
         self.config = cfg = EngineConfig.from_kwargs(model, **options)
         self.device = cfg.torch_device()
-        if cfg.fp8_decode == "e4m3" and self.device.type == "cuda":
-            raise ValueError(E4M3_REFUSED_ON_CUDA)
         self.dtype = cfg.torch_dtype(self.device)
         path, gguf = resolve(cfg.model, cfg.load_format)
         hf_config = load_hf_config(path, gguf)

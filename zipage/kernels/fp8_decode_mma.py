@@ -17,15 +17,18 @@ transposed per block, the engine's FP8 layout), as e4m3 MMAs require. The B oper
 made in registers, q once and P every tile, each as two e4m3 terms x = hi + lo (hi = e4m3(x),
 lo = e4m3(x - hi): 8 significant bits), so a bf16 q scaled by a power of two is exact and P
 keeps bf16's precision (2^-8 relative, plus 2^-18 absolute below e4m3's normal range). The
-two terms sit side by side as the B operand's columns [hi | lo] (e4m3 MMAs take at least 16
-columns: GROUP_PAD >= 8), and the result's two column halves are summed in registers.
+two terms go to two MMAs of GROUP_PAD >= 16 columns (wgmma; 8 columns would compile to an
+f16 mma.sync with conversions) accumulating into one result. Packing them side by side as one
+operand [hi | lo] (join + reshape) halves the MMAs but gave wrong outputs on the GPU at 128
+keys: Triton 3.6 reshapes a join of e4m3 tensors of 128 rows wrongly in registers
+(tests/gpu/test_fp8_decode_mma_parts.py; docs/fp8.md, "Decode with e4m3 MMAs").
 
 The scales act as in fp8_tiles.py: K's on the score rows, V's folded into P with the tile's
 largest V scale v_max factored out (P * v_scale / v_max * 256 <= 256 < 448). v_max rides in
 the spare column AUX of the per-tile max over keys (GROUP_PAD > GROUP), so a tile has one
 cross-warp reduction; the softmax sum is kept per element (l_acc) and reduced once at the
 end. Compiled for sm_90 with Triton 3.6 at Qwen3-8B's shape (128 keys, 4 warps, 2 stages)
-the K/V loop is 413 instructions per tile, 89 registers, against the f16 path's 788 and 168
+the K/V loop is 685 instructions per tile, 157 registers, against the f16 path's 788 and 168
 (python -m zipage.sim.decode_occupancy).
 """
 from zipage.kernels._dispatch import tl, triton
@@ -47,32 +50,10 @@ def e4m3_terms(x):
 
 
 @triton.jit
-def pack_terms(hi, lo):
-    """(rows, cols) hi and lo side by side as one (rows, 2 cols) operand [hi | lo]: one MMA
-    of twice the columns instead of two (e4m3 MMAs take at least 16 columns)."""
-    both = tl.permute(tl.join(hi, lo), (0, 2, 1))  # (rows, 2, cols)
-    return tl.reshape(both, (hi.shape[0], 2 * hi.shape[1]))
-
-
-@triton.jit
-def sum_terms(x):
-    """(rows, cols) sum of the [hi | lo] column halves of an MMA result (rows, 2 cols); the
-    two halves sit in the same threads, so no data moves."""
-    halves = tl.permute(tl.reshape(x, (x.shape[0], 2, x.shape[1] // 2)), (0, 2, 1))
-    hi, lo = tl.split(halves)
-    return hi + lo
-
-
-@triton.jit
-def terms_dot(a, b0, b1, PACK_TERMS: tl.constexpr):
-    """a (M, K) e4m3 times the B operand's two e4m3 terms, summed (M, N): b0 = [hi | lo]
-    (K, 2N) packed by pack_terms (b1 unused) or b0 = hi, b1 = lo (K, N) apart, two MMAs into
-    one accumulator (no reshape of operand or result)."""
-    if PACK_TERMS:
-        result = sum_terms(tl.dot(a, b0, input_precision="ieee"))
-    else:
-        result = tl.dot(a, b1, tl.dot(a, b0, input_precision="ieee"), input_precision="ieee")
-    return result
+def terms_dot(a, hi, lo):
+    """a (M, K) e4m3 times the sum of a B operand's two e4m3 terms hi, lo (K, N): two MMAs
+    into one accumulator (M, N) float32."""
+    return tl.dot(a, lo, tl.dot(a, hi, input_precision="ieee"), input_precision="ieee")
 
 
 @triton.jit
@@ -85,14 +66,14 @@ def e4m3_tile(x):
 
 
 @triton.jit
-def _tile_step(q_t, q_t_lo, col_scale, aux, m_i, l_acc, acc, k_cache_ptr, v_cache_ptr,
+def _tile_step(q_hi_t, q_lo_t, col_scale, aux, m_i, l_acc, acc, k_cache_ptr, v_cache_ptr,
                k_scale_ptr, v_scale_ptr, offsets, v_offsets, keys, key_end,
                MASKED: tl.constexpr, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr,
-               HEAD_DIM_PAD: tl.constexpr, PACK_TERMS: tl.constexpr):
+               HEAD_DIM_PAD: tl.constexpr):
     """One tile of TILE_N keys (K rows at element `offsets`, V columns at `v_offsets`) folded
     into the running max m_i (GROUP_PAD,), sums l_acc (TILE_N, GROUP_PAD) and acc
-    (HEAD_DIM_PAD, GROUP_PAD), all in the transposed (keys or dims, heads) orientation; q_t,
-    q_t_lo: q's two e4m3 terms as terms_dot takes them."""
+    (HEAD_DIM_PAD, GROUP_PAD), all in the transposed (keys or dims, heads) orientation; q_hi_t,
+    q_lo_t (HEAD_DIM_PAD, GROUP_PAD): q's two e4m3 terms, transposed."""
     dims = tl.arange(0, HEAD_DIM_PAD)
     key_ok = keys < key_end
     k_ptrs = k_cache_ptr + offsets[:, None] + dims[None, :]
@@ -109,7 +90,7 @@ def _tile_step(q_t, q_t_lo, col_scale, aux, m_i, l_acc, acc, k_cache_ptr, v_cach
     else:
         k_scale = tl.load(k_scale_ptr + offsets // HEAD_DIM)
         v_scale = tl.load(v_scale_ptr + offsets // HEAD_DIM)
-    s = terms_dot(e4m3_tile(k), q_t, q_t_lo, PACK_TERMS)  # (TILE_N, GROUP_PAD)
+    s = terms_dot(e4m3_tile(k), q_hi_t, q_lo_t)  # (TILE_N, GROUP_PAD)
     t = s * k_scale[:, None]  # logits / col_scale
     if MASKED:
         t = tl.where(key_ok[:, None], t, float("-inf"))
@@ -121,20 +102,17 @@ def _tile_step(q_t, q_t_lo, col_scale, aux, m_i, l_acc, acc, k_cache_ptr, v_cach
     l_acc = l_acc * alpha[None, :] + p
     weight = v_scale * (256.0 / tl.where(v_max > 0, v_max, 1.0))  # in [0, 256]
     p_hi, p_lo = e4m3_terms(p * weight[:, None])
-    if PACK_TERMS:
-        pv = terms_dot(e4m3_tile(v), pack_terms(p_hi, p_lo), p_lo, True)
-    else:
-        pv = terms_dot(e4m3_tile(v), p_hi, p_lo, False)
+    pv = terms_dot(e4m3_tile(v), p_hi, p_lo)
     acc = acc * alpha[None, :] + pv * (v_max * (1.0 / 256.0))
     return m_new, l_acc, acc
 
 
 @triton.jit
-def _attend(q_t, q_t_lo, col_scale, aux, m_i, l_acc, acc, k_cache_ptr, v_cache_ptr,
+def _attend(q_hi_t, q_lo_t, col_scale, aux, m_i, l_acc, acc, k_cache_ptr, v_cache_ptr,
             k_scale_ptr, v_scale_ptr, table_row_ptr, head_offset, v_head_offset,
             stride_block, stride_slot, key_start, key_end, MASKED: tl.constexpr,
             BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr, HEAD_DIM: tl.constexpr,
-            HEAD_DIM_PAD: tl.constexpr, PACK_TERMS: tl.constexpr):
+            HEAD_DIM_PAD: tl.constexpr):
     """The tiles of keys [key_start, key_end), key_start a multiple of TILE_N; the block
     table walked as in fp8_tiles.attend_fp8_tiles (one entry per tile, read a tile ahead,
     where a tile lies in one block)."""
@@ -149,10 +127,10 @@ def _attend(q_t, q_t_lo, col_scale, aux, m_i, l_acc, acc, k_cache_ptr, v_cache_p
             slots = tl.multiple_of(start % BLOCK_SIZE, TILE_N) + tl.arange(0, TILE_N)
             offsets, v_offsets = kv_tile_offsets(block.to(tl.int64) * stride_block, slots,
                                                  head_offset, v_head_offset, stride_slot, True)
-            m_i, l_acc, acc = _tile_step(q_t, q_t_lo, col_scale, aux, m_i, l_acc, acc,
+            m_i, l_acc, acc = _tile_step(q_hi_t, q_lo_t, col_scale, aux, m_i, l_acc, acc,
                                          k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
                                          offsets, v_offsets, keys, key_end, MASKED,
-                                         BLOCK_SIZE, HEAD_DIM, HEAD_DIM_PAD, PACK_TERMS)
+                                         BLOCK_SIZE, HEAD_DIM, HEAD_DIM_PAD)
             block = next_block
     else:  # tiles span blocks: a table entry per key
         for start in range(key_start, key_end, TILE_N):
@@ -161,10 +139,10 @@ def _attend(q_t, q_t_lo, col_scale, aux, m_i, l_acc, acc, k_cache_ptr, v_cache_p
                                                      stride_block, BLOCK_SIZE)
             offsets, v_offsets = kv_tile_offsets(block_offset, slot, head_offset,
                                                  v_head_offset, stride_slot, True)
-            m_i, l_acc, acc = _tile_step(q_t, q_t_lo, col_scale, aux, m_i, l_acc, acc,
+            m_i, l_acc, acc = _tile_step(q_hi_t, q_lo_t, col_scale, aux, m_i, l_acc, acc,
                                          k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
                                          offsets, v_offsets, keys, key_end, MASKED,
-                                         BLOCK_SIZE, HEAD_DIM, HEAD_DIM_PAD, PACK_TERMS)
+                                         BLOCK_SIZE, HEAD_DIM, HEAD_DIM_PAD)
     return m_i, l_acc, acc
 
 
@@ -177,10 +155,9 @@ def _split_e4m3_kernel(q_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr
                        stride_out_head, num_q_heads, num_splits,
                        DIRECT: tl.constexpr, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
                        BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr,
-                       GROUP_PAD: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
-                       PACK_TERMS: tl.constexpr):
+                       GROUP_PAD: tl.constexpr, HEAD_DIM_PAD: tl.constexpr):
     """paged_decode._split_kernel's grid, splits and outputs; GROUP_PAD > GROUP (the spare
-    column carries v_max) and >= 8, HEAD_DIM_PAD >= 32, the V cache transposed per block."""
+    column carries v_max) and >= 16, HEAD_DIM_PAD >= 32, the V cache transposed per block."""
     seq = tl.program_id(0)
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
@@ -207,19 +184,16 @@ def _split_e4m3_kernel(q_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr
     table_row = block_tables_ptr + seq.to(tl.int64) * stride_table_row
     head_offset = kv_head * stride_k_head
     v_head_offset = kv_head * stride_v_head
-    q_t, q_t_lo = tl.trans(q_hi), tl.trans(q_lo)  # (HEAD_DIM_PAD, GROUP_PAD) each
-    if PACK_TERMS:
-        q_t = pack_terms(q_t, q_t_lo)  # (HEAD_DIM_PAD, 2 GROUP_PAD)
-    m_i, l_acc, acc = _attend(q_t, q_t_lo, col_scale, aux, m_i, l_acc, acc, k_cache_ptr,
+    q_hi_t, q_lo_t = tl.trans(q_hi), tl.trans(q_lo)  # (HEAD_DIM_PAD, GROUP_PAD) each
+    m_i, l_acc, acc = _attend(q_hi_t, q_lo_t, col_scale, aux, m_i, l_acc, acc, k_cache_ptr,
                               v_cache_ptr, k_scale_ptr, v_scale_ptr, table_row, head_offset,
                               v_head_offset, stride_k_block, stride_k_slot, key_start,
-                              full_end, False, BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD,
-                              PACK_TERMS)
-    m_i, l_acc, acc = _attend(q_t, q_t_lo, col_scale, aux, m_i, l_acc, acc, k_cache_ptr,
+                              full_end, False, BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD)
+    m_i, l_acc, acc = _attend(q_hi_t, q_lo_t, col_scale, aux, m_i, l_acc, acc, k_cache_ptr,
                               v_cache_ptr, k_scale_ptr, v_scale_ptr, table_row, head_offset,
                               v_head_offset, stride_k_block, stride_k_slot,
                               tl.maximum(key_start, full_end), key_end, True, BLOCK_SIZE,
-                              TILE_N, HEAD_DIM, HEAD_DIM_PAD, PACK_TERMS)
+                              TILE_N, HEAD_DIM, HEAD_DIM_PAD)
     l_i = tl.sum(l_acc, 0)
 
     out_mask = g_ok[None, :] & (dims[:, None] < HEAD_DIM)
@@ -234,16 +208,9 @@ def _split_e4m3_kernel(q_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr
     tl.store(partial_out_ptr + row[None, :] * HEAD_DIM + dims[:, None], acc, mask=out_mask)
 
 
-# How q's and P's two e4m3 terms reach the MMAs (terms_dot): packed side by side as one
-# operand [hi | lo], or apart (two MMAs); GROUP_PAD is at least min_group_pad (e4m3 MMAs of 8
-# columns compile to mma.sync, of 16 or more to wgmma). Read at every launch.
-E4M3_TERMS = dict(pack_terms=True, min_group_pad=8)
-
-# The engine refuses fp8_decode="e4m3" on a GPU until the kernel passes its GPU checks.
-E4M3_REFUSED_ON_CUDA = (
-    "fp8_decode='e4m3' is refused on CUDA: the e4m3-MMA decode kernel gave wrong outputs at "
-    "Qwen3-8B shapes in its first GPU checks (2026-12-05; docs/fp8.md, 'Decode with e4m3 "
-    "MMAs'). Use fp8_decode='f16', the default; on the CPU 'e4m3' runs its PyTorch reference.")
+# GROUP_PAD's least value: e4m3 MMAs of 16 columns or more compile to wgmma (fewer: an f16
+# mma.sync with conversions, the cost this kernel avoids).
+E4M3_MIN_GROUP_PAD = 16
 
 
 def check_e4m3_launch(v_transposed: bool, tile_n: int) -> None:

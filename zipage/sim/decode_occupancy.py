@@ -54,11 +54,7 @@ def compile_split_kernel(fp8: bool, launch=None):
              "k_scale_ptr": "*fp32" if fp8 else kv, "v_scale_ptr": "*fp32" if fp8 else kv,
              "block_tables_ptr": "*i32", "context_lens_ptr": "*i32", "qk_scale": "fp32"}
     constexprs = dict(DIRECT=False, GROUP=4, HEAD_DIM=128, BLOCK_SIZE=256,
-                      TILE_N=launch.tile_n, GROUP_PAD=8 if e4m3 else 16, HEAD_DIM_PAD=128)
-    if e4m3:
-        from zipage.kernels.fp8_decode_mma import E4M3_TERMS
-        constexprs.update(GROUP_PAD=max(E4M3_TERMS["min_group_pad"], 8),
-                          PACK_TERMS=E4M3_TERMS["pack_terms"])
+                      TILE_N=launch.tile_n, GROUP_PAD=16, HEAD_DIM_PAD=128)
     if not e4m3:
         operand = dot_args(launch.operand)
         constexprs.update(DOT_DTYPE=operand["DOT_DTYPE"], DOT_PREC=operand["DOT_PREC"],
