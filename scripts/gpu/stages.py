@@ -78,7 +78,7 @@ STAGES = {
         pytest("fp8_tests", 300, "-m", "gpu", "tests/gpu/test_fp8_kernels.py",
                "tests/gpu/test_fp8_decode_mma_parts.py", "-rA")]),
     "fp8-calibrate-e4m3": Stage("the FP8 step-cost calibration with the e4m3-MMA decode "
-                                "(fp8_decode=e4m3, refused on CUDA until its GPU checks pass)", [
+                                "(fp8_decode=e4m3)", [
         bench("fp8_calibrate_e4m3", 360, "calibrate", "--configs", "fullkv/b256", "zipage/b256",
               "--kv-cache-dtype", "fp8", "--fp8-decode", "e4m3", "--rows", "1", "8", "16", "32",
               "48", "64", "96", "128", "192", "256", "384", "512",
@@ -93,13 +93,12 @@ STAGES = {
         bench("zipage512_fp8", 270, *ZIPAGE_512, "--kv-cache-dtype", "fp8",
               "--json", "{out}/zipage512_fp8.json")]),
     "fp8-zipage-e4m3": Stage("Zipage 512 x (128 -> 4096), budget 2048: bf16 then FP8 KV "
-                             "with the e4m3-MMA decode (refused on CUDA until its GPU checks pass)", [
+                             "with the e4m3-MMA decode", [
         bench("zipage512_bf16", 330, *ZIPAGE_512, "--kv-cache-dtype", "auto",
               "--json", "{out}/zipage512_bf16.json"),
         bench("zipage512_fp8_e4m3", 270, *ZIPAGE_512, "--kv-cache-dtype", "fp8",
               "--fp8-decode", "e4m3", "--json", "{out}/zipage512_fp8_e4m3.json")]),
-    "fp8-full-long-e4m3": Stage("Full KV 64 x (128 -> 16384), FP8 KV, e4m3-MMA decode "
-                                "(refused on CUDA until its GPU checks pass)", [
+    "fp8-full-long-e4m3": Stage("Full KV 64 x (128 -> 16384), FP8 KV, e4m3-MMA decode", [
         bench("full64x16k_fp8_e4m3", 420, *FULL_64X16K, "--kv-cache-dtype", "fp8",
               "--fp8-decode", "e4m3", "--json", "{out}/full64x16k_fp8_e4m3.json")]),
     "fp8-full-long": Stage("Full KV 64 x (128 -> 16384) with FP8 KV", [
