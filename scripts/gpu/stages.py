@@ -76,7 +76,7 @@ STAGES = {
                          "and the FP8 GPU checks (the e4m3 decode's parts included)", [
         bench("fp8_kernels", 300, "fp8-kernels", "--json", "{out}/fp8_kernel_sweep.json"),
         pytest("fp8_tests", 300, "-m", "gpu", "tests/gpu/test_fp8_kernels.py",
-               "tests/gpu/test_fp8_decode_mma_parts.py", "-rA")]),
+               "tests/gpu/test_fp8_decode_mma_shapes.py", "-rA")]),
     "fp8-calibrate-e4m3": Stage("the FP8 step-cost calibration with the e4m3-MMA decode "
                                 "(fp8_decode=e4m3)", [
         bench("fp8_calibrate_e4m3", 360, "calibrate", "--configs", "fullkv/b256", "zipage/b256",
