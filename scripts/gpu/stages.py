@@ -73,7 +73,7 @@ STAGES = {
               "--log-dir", "{out}/fidelity_logs", "--results-dir", "{out}/fidelity")],
         env={"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}),
     "fp8-kernels": Stage("FP8 paged attention vs the FP8 byte roofline next to bf16 (sweep), "
-                         "and the FP8 GPU checks (the e4m3 decode's parts included)", [
+                         "and the FP8 GPU checks (the e4m3 decode's shapes included)", [
         bench("fp8_kernels", 300, "fp8-kernels", "--json", "{out}/fp8_kernel_sweep.json"),
         pytest("fp8_tests", 300, "-m", "gpu", "tests/gpu/test_fp8_kernels.py",
                "tests/gpu/test_fp8_decode_mma_shapes.py", "-rA")]),

@@ -30,7 +30,7 @@ end. Compiled for sm_90 with Triton 3.6 at Qwen3-8B's shape (128 keys, 4 warps, 
 the K/V loop is 685 instructions per tile, 157 registers, against the f16 path's 788 and 168
 (python -m zipage.sim.decode_occupancy).
 """
-from zipage.kernels._dispatch import tl, triton
+from zipage.kernels._dispatch import next_pow2, tl, triton
 from zipage.kernels.paged_tiles import (INTERPRETER, kv_tile_offsets, paged_block_offsets,
                                         split_key_range)
 from zipage.kernels.store_kv import round_to_e4m3
@@ -207,9 +207,11 @@ def _split_e4m3_kernel(q_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr
     tl.store(partial_out_ptr + row[None, :] * HEAD_DIM + dims[:, None], acc, mask=out_mask)
 
 
-# GROUP_PAD's least value: e4m3 MMAs of 16 columns or more compile to wgmma (fewer: an f16
-# mma.sync with conversions, the cost this kernel avoids).
-E4M3_MIN_GROUP_PAD = 16
+def e4m3_group_pad(group: int) -> int:
+    """GROUP_PAD for `group` query heads per KV head: one spare column (v_max), and at least
+    16, since e4m3 MMAs of 16 columns or more compile to wgmma (fewer: an f16 mma.sync with
+    conversions, the cost this kernel avoids)."""
+    return max(16, next_pow2(group + 1))
 
 
 def check_e4m3_launch(v_transposed: bool, tile_n: int) -> None:

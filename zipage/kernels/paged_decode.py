@@ -18,8 +18,8 @@ import torch
 
 from zipage.kernels._dispatch import cdiv, next_pow2, tl, triton, use_triton
 from zipage.kernels.fp8 import FP8_DTYPE, check_scales, dequantize_reference, v_layout
-from zipage.kernels.fp8_decode_mma import (E4M3_MIN_GROUP_PAD, _split_e4m3_kernel,
-                                           check_e4m3_launch)
+from zipage.kernels.fp8_decode_mma import (_split_e4m3_kernel, check_e4m3_launch,
+                                           e4m3_group_pad)
 from zipage.kernels.fp8_decode_mma_reference import paged_decode_e4m3_reference
 from zipage.kernels.fp8_launch import (DECODE_OPERANDS, E4M3_DECODE, FP8_DECODE, Launch,
                                        check_v_path, launch_for)
@@ -198,7 +198,7 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
     G = H_q // H_kv
     if e4m3:
         kernel, d_pad = _split_e4m3_kernel, max(32, d_pad)
-        constexprs = dict(GROUP_PAD=max(E4M3_MIN_GROUP_PAD, next_pow2(G + 1)))  # + 1: spare
+        constexprs = dict(GROUP_PAD=e4m3_group_pad(G))
     else:
         kernel = _split_kernel
         constexprs = dict(GROUP_PAD=max(16, next_pow2(G)), **dot_args(launch.operand),

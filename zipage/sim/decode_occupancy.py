@@ -42,7 +42,7 @@ def compile_split_kernel(fp8: bool, launch=None):
     from triton.compiler import ASTSource
 
     from zipage.kernels.fp8 import FP8_DTYPE
-    from zipage.kernels.fp8_decode_mma import _split_e4m3_kernel
+    from zipage.kernels.fp8_decode_mma import _split_e4m3_kernel, e4m3_group_pad
     from zipage.kernels.paged_decode import _split_kernel
     from zipage.kernels.paged_tiles import dot_args
     launch = launch or engine_launch(fp8)
@@ -54,7 +54,8 @@ def compile_split_kernel(fp8: bool, launch=None):
              "k_scale_ptr": "*fp32" if fp8 else kv, "v_scale_ptr": "*fp32" if fp8 else kv,
              "block_tables_ptr": "*i32", "context_lens_ptr": "*i32", "qk_scale": "fp32"}
     constexprs = dict(DIRECT=False, GROUP=4, HEAD_DIM=128, BLOCK_SIZE=256,
-                      TILE_N=launch.tile_n, GROUP_PAD=16, HEAD_DIM_PAD=128)
+                      TILE_N=launch.tile_n,
+                      GROUP_PAD=e4m3_group_pad(4) if e4m3 else 16, HEAD_DIM_PAD=128)
     if not e4m3:
         operand = dot_args(launch.operand)
         constexprs.update(DOT_DTYPE=operand["DOT_DTYPE"], DOT_PREC=operand["DOT_PREC"],
