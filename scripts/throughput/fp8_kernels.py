@@ -34,6 +34,7 @@ GRID = dict(operand=("f16", "bf16", "e4m3"), tile_n=(64, 128, 256), num_warps=(4
             num_stages=(2, 3, 4), num_splits=(None, 1, 2, 4, 8),  # None: default_num_splits
             v_path=("transposed", "bytes", "registers"))
 E4M3_LABEL = "e4m3 MMAs (E4M3_DECODE)"  # the row the summary sets against the default
+OCCUPANCY_LABEL = "more programs per SM"  # fp8_launch.FP8_DECODE_OCCUPANCY's rows
 GPU_SHAPES = {"a": (512, 2048), "b": (64, 16384)}  # rows x context
 GPU = dict(H_q=32, H_kv=8, D=128, bs=256)
 SMOKE = dict(H_q=8, H_kv=2, D=32, bs=16)
@@ -51,7 +52,7 @@ from scripts.throughput.fp8_prefill_score import other_rows  # noqa: E402
 
 def decode_rows(name, rows, ctx, dims, copy, args, device):
     from zipage.kernels.fp8 import copy_to_transposed_v
-    from zipage.kernels.fp8_launch import E4M3_DECODE, FP8_DECODE
+    from zipage.kernels.fp8_launch import E4M3_DECODE, FP8_DECODE, FP8_DECODE_OCCUPANCY
     from zipage.kernels.paged_decode import (decode_scratch, default_num_splits,
                                              paged_decode_attention)
     H_q, H_kv, D, bs = dims["H_q"], dims["H_kv"], dims["D"], dims["bs"]
@@ -116,12 +117,17 @@ def decode_rows(name, rows, ctx, dims, copy, args, device):
                    num_stages=FP8_DECODE.num_stages, num_splits=None, v_path="transposed")
     e4m3 = dict(default, operand="e4m3", tile_n=E4M3_DECODE.tile_n,
                 num_warps=E4M3_DECODE.num_warps, num_stages=E4M3_DECODE.num_stages)
+    occupancy = [dict(default, tile_n=o.tile_n, num_warps=o.num_warps, num_stages=o.num_stages,
+                      maxnreg=o.maxnreg, label=OCCUPANCY_LABEL) for o in FP8_DECODE_OCCUPANCY]
     if args.cpu_smoke:
         run("fp8", fp8, dict(default, tile_n=16, num_splits=2, label="default"))
         run("fp8", fp8, dict(e4m3, tile_n=32, num_splits=2, label=E4M3_LABEL))
+        run("fp8", fp8, dict(occupancy[0], tile_n=16, num_splits=2))
         return results
     run("fp8", fp8, dict(default, label="default"))
     run("fp8", fp8, dict(e4m3, label=E4M3_LABEL))
+    for variant in occupancy:
+        run("fp8", fp8, variant)
     run("fp8", fp8, dict(default, v_path="bytes", label="V in rows, the former default"))
     run("fp8", fp8, dict(default, v_path="registers", label="V in rows, made in registers"))
     if args.full_grid:
@@ -154,6 +160,7 @@ def print_row(row):
         f"fp8 {row['operand']:<4} tile {row['tile_n']:>3} warps {row['num_warps']} "
         f"stages {row['num_stages']} splits {row['splits']:>2} "
         f"V {row['v_path']}"
+        + (f" maxnreg {row['maxnreg']}" if row.get("maxnreg") else "")
         + (f" ({row['label']})" if row.get("label") else ""))
     if "error" in row:
         print(f"  {what:<66} {row['error']}", flush=True)
@@ -192,6 +199,11 @@ def summary(decode, shapes):
             print(f"    e4m3 MMAs {e4m3['pct_roofline']:.1f}% vs the default's "
                   f"{default['pct_roofline']:.1f}% of the byte roofline: "
                   f"{default['ms'] / e4m3['ms']:.2f}x per call")
+        for r in (r for r in rows if r.get("label") == OCCUPANCY_LABEL and default):
+            best[name].setdefault("occupancy_over_default", []).append(default["ms"] / r["ms"])
+            print(f"    tile {r['tile_n']}, {r['num_stages']} stages, maxnreg {r['maxnreg']} "
+                  f"{r['pct_roofline']:.1f}% vs the default's {default['pct_roofline']:.1f}%: "
+                  f"{default['ms'] / r['ms']:.2f}x per call")
     return best
 
 

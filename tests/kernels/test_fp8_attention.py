@@ -18,6 +18,7 @@ from kernel_testlib import (BF16, F16, F32, assert_fp8_close, decode_batch, fp8_
 from zipage.kernels import (paged_decode_attention, paged_decode_attention_reference,
                             paged_prefill_attention, paged_prefill_attention_reference)
 from zipage.kernels.fp8 import dequantize_reference
+from zipage.kernels.fp8_launch import FP8_DECODE_OCCUPANCY
 
 # ragged: empty (padded batch row), one key, partial / exact / several blocks
 CTX = [0, 1, 15, 16, 17, 45, 70, 130]
@@ -117,6 +118,23 @@ def test_decode_fp8_sweep_variants(triton_cpu, operand, tile_n, num_warps, num_s
     ref = paged_decode_attention_reference(q, kc, vc, table, ctx, 128 ** -0.5, k_scale=ks,
                                            v_scale=vs)
     assert_fp8_close(out, ref, operand, vc, vs)
+
+
+@pytest.mark.parametrize("launch", FP8_DECODE_OCCUPANCY, ids=lambda l: f"{l.tile_n}-{l.maxnreg}")
+def test_decode_fp8_occupancy_launches(triton_cpu, launch):
+    """The sweep's launches with a register cap (more programs per SM) compute what the
+    default computes; the sm_90 compile run compiles them with the cap (spills included)."""
+    q, k, v, table, ctx = decode_batch([1, 255, 300, 700], 4, 2, 128, 256)
+    q = q.to(BF16)
+    (kc, ks), (vc, vs) = fp8_cache(k), fp8_cache(v)
+    vc = v_transposed(vc)
+    out = paged_decode_attention(q, kc, vc, table, ctx, 128 ** -0.5, num_splits=2,
+                                 tile_n=launch.tile_n, num_warps=launch.num_warps,
+                                 num_stages=launch.num_stages, maxnreg=launch.maxnreg,
+                                 k_scale=ks, v_scale=vs)
+    ref = paged_decode_attention_reference(q, kc, vc, table, ctx, 128 ** -0.5, k_scale=ks,
+                                           v_scale=vs)
+    assert_fp8_close(out, ref, F16, vc, vs)
 
 
 def test_fp8_references_are_the_dequantised_cache(triton_cpu):

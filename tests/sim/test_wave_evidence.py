@@ -85,3 +85,8 @@ def test_occupancy_tool_compiles_the_engines_decode_launches(capsys):
         assert 1 <= programs <= 32 and instructions > 100 and mmas > 0
         counts.append(conversions)
     assert counts[2] * 4 < counts[1]  # e4m3 MMAs take the cache bytes unconverted
+    capped = [line for line in lines if "maxnreg" in line]
+    assert len(capped) == 3  # fp8_launch.FP8_DECODE_OCCUPANCY: the cap holds
+    for line in capped:
+        cap, regs = re.search(r"maxnreg (\d+), .*, (\d+) registers per thread", line).groups()
+        assert int(regs) <= int(cap)

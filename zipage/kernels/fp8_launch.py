@@ -37,17 +37,25 @@ DECODE_OPERANDS = OPERAND_DTYPES + (FP8_DTYPE,)
 @dataclass(frozen=True)
 class Launch:
     """One kernel variant: dot operand type, keys per tile, warps, pipeline stages,
-    (prefill) query rows per tile, and for an FP8 V cache in rows whether the weighted V
-    operand is made in registers (fp8_tiles.weighted_v_operand; False: read as bytes)."""
+    (prefill) query rows per tile, for an FP8 V cache in rows whether the weighted V
+    operand is made in registers (fp8_tiles.weighted_v_operand; False: read as bytes), and
+    (decode) a cap on registers per thread, Triton's maxnreg: None lets the compiler choose;
+    a lower cap fits more programs per SM, paid in spills (decode_occupancy prints both)."""
     operand: torch.dtype
     tile_n: int
     num_warps: int
     num_stages: int
     tile_m: int | None = None
     v_in_registers: bool = True
+    maxnreg: int | None = None
 
 
 FP8_DECODE = Launch(torch.float16, tile_n=128, num_warps=4, num_stages=3, v_in_registers=False)
+# Candidates with more programs per SM (the sweep's occupancy rows; docs/fp8.md): 2 stages
+# need 41 KiB of shared memory, so registers bind; a cap of 128 gives 4 per SM, 96 gives 5.
+FP8_DECODE_OCCUPANCY = (Launch(torch.float16, 128, 4, 2, v_in_registers=False, maxnreg=128),
+                        Launch(torch.float16, 128, 4, 2, v_in_registers=False, maxnreg=96),
+                        Launch(torch.float16, 64, 4, 3, v_in_registers=False, maxnreg=96))
 # decode with e4m3 MMAs (fp8_decode_mma.py): 2 stages keep 3 programs per SM (73 KiB each)
 E4M3_DECODE = Launch(FP8_DTYPE, tile_n=128, num_warps=4, num_stages=2, v_in_registers=False)
 FP8_PREFILL = Launch(torch.float16, tile_n=64, num_warps=8, num_stages=3, tile_m=128)

@@ -138,7 +138,7 @@ def decode_scratch(batch, num_q_heads, head_dim, num_splits, device):
 def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scale,
                            num_splits=None, out=None, scratch=None, tile_n=None,
                            k_scale=None, v_scale=None, num_warps=None, num_stages=None,
-                           fp8_operand=None, fp8_v_in_registers=None):
+                           fp8_operand=None, fp8_v_in_registers=None, maxnreg=None):
     """Attention of one new query token per request over its paged K/V.
 
     q:            (B, H_q, D); unit stride on D (B/H strides free).
@@ -158,6 +158,8 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
                   V stored transposed, any group, head dim padded to >= 32, tile_n >= 32).
     fp8_v_in_registers: an fp8 cache's V operand made in registers (True) or read as bytes
                   with the weights on P (False); None: the default (fp8_launch.py).
+    maxnreg:      a cap on the split kernel's registers per thread (fp8_launch.Launch);
+                  None: the launch's (the compiler's choice by default).
     Returns out (B, H_q, D) in q.dtype. No host sync: CUDA-graph capturable.
     """
     if not use_triton(q):
@@ -175,7 +177,7 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
     if q.stride(2) != 1:
         q = q.contiguous()
     overrides = dict(tile_n=tile_n, num_warps=num_warps, num_stages=num_stages,
-                     v_in_registers=fp8_v_in_registers)
+                     v_in_registers=fp8_v_in_registers, maxnreg=maxnreg)
     fp8_default = E4M3_DECODE if fp8_operand == FP8_DTYPE else FP8_DECODE
     launch = launch_for(quant, fp8_default, _DECODE, q.dtype, k_cache.dtype, fp8_operand,
                         DECODE_OPERANDS, **overrides)
@@ -210,7 +212,8 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
         k_cache.stride(1), k_cache.stride(2), stride_v_head, block_tables.stride(0),
         out.stride(0), out.stride(1), H_q, num_splits, DIRECT=num_splits == 1, GROUP=G,
         HEAD_DIM=D, BLOCK_SIZE=bs, TILE_N=launch.tile_n, HEAD_DIM_PAD=d_pad, **constexprs,
-        num_warps=launch.num_warps, num_stages=launch.num_stages)
+        num_warps=launch.num_warps, num_stages=launch.num_stages,
+        **({} if launch.maxnreg is None else {"maxnreg": launch.maxnreg}))
     if num_splits == 1:
         return out
     _merge_kernel[(B, H_q)](

@@ -72,9 +72,10 @@ def compile_split_kernel(fp8: bool, launch=None):
             attrs[(i,)] = [["tt.divisibility", 16]]
     src = ASTSource(fn=kernel, signature=signature, attrs=attrs,
                     constexprs={(names.index(k),): v for k, v in constexprs.items()})
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                          options=dict(num_warps=launch.num_warps,
-                                       num_stages=launch.num_stages))
+    options = dict(num_warps=launch.num_warps, num_stages=launch.num_stages)
+    if launch.maxnreg is not None:
+        options["maxnreg"] = launch.maxnreg
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
 
 
 def cuobjdump(kernel, flag: str) -> str:
@@ -93,6 +94,11 @@ def cuobjdump(kernel, flag: str) -> str:
 def registers(kernel) -> int:
     """Registers per thread."""
     return int(cuobjdump(kernel, "--dump-resource-usage").split("REG:")[1].split()[0])
+
+
+def spill_bytes(kernel) -> int:
+    """Bytes of stack per thread: registers spilled under a maxnreg cap (0 without spills)."""
+    return int(cuobjdump(kernel, "--dump-resource-usage").split("STACK:")[1].split()[0])
 
 
 def first_loop_opcodes(kernel) -> list[str]:
@@ -122,18 +128,20 @@ def main(argv=None) -> int:
     from dataclasses import replace
 
     from zipage.kernels.fp8 import FP8_DTYPE
-    from zipage.kernels.fp8_launch import E4M3_DECODE
-    for fp8, launch in [(False, engine_launch(False)), (True, engine_launch(True)),
-                        (True, E4M3_DECODE), (True, replace(E4M3_DECODE, tile_n=64,
-                                                            num_stages=3))]:
+    from zipage.kernels.fp8_launch import E4M3_DECODE, FP8_DECODE_OCCUPANCY
+    launches = [(False, engine_launch(False)), (True, engine_launch(True)), (True, E4M3_DECODE),
+                (True, replace(E4M3_DECODE, tile_n=64, num_stages=3))]
+    for fp8, launch in launches + [(True, o) for o in FP8_DECODE_OCCUPANCY]:
         name = ("fp8 cache" if fp8 else "bf16 cache") + (
             ", e4m3 MMAs" if launch.operand == FP8_DTYPE else "")
         k = compile_split_kernel(fp8, launch)
         regs = registers(k)
         occ = programs_per_sm(k.metadata.shared, regs, launch.num_warps)
         loop = first_loop_opcodes(k)
+        cap = "" if launch.maxnreg is None else (
+            f", maxnreg {launch.maxnreg}, {spill_bytes(k)} B spilled per thread")
         print(f"{name} ({launch.tile_n} keys per tile, {launch.num_warps} warps, "
-              f"{launch.num_stages} stages): {k.metadata.shared} B shared memory, {regs} "
+              f"{launch.num_stages} stages{cap}): {k.metadata.shared} B shared memory, {regs} "
               f"registers per thread -> {occ['by_shared_memory']} programs per SM by shared "
               f"memory, {occ['by_registers']} by registers: {occ['programs_per_sm']}; K/V "
               f"loop {len(loop)} instructions per tile "
