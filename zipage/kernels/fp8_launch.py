@@ -20,9 +20,8 @@ hardware conversion per two elements on sm_89+ and keeps 10 mantissa bits for P;
 |q| < 65504 (queries beyond f16's range, unusual for normed queries, need bfloat16).
 float32 queries keep float32 operands (exact; the CPU interpreter tests use them).
 Decode alone also takes FP8_DTYPE: e4m3 tensor-core MMAs on the cache bytes, no conversion,
-keys as the MMA's rows (fp8_decode_mma.py; V must be stored transposed). On an H100 it reads
-what the default reads at 512 x 2048 and 6% faster at 64 x 16384 (docs/fp8.md): not the default
-until measured on the H200.
+keys as the MMA's rows (fp8_decode_mma.py; V must be stored transposed). On the H200 it
+reads 0.99x / 1.02x the default at 512 x 2048 / 64 x 16384 (docs/fp8.md): not the default.
 """
 from dataclasses import dataclass, replace
 
