@@ -201,7 +201,8 @@ def summary(decode, shapes):
                   f"{default['ms'] / e4m3['ms']:.2f}x per call")
         for r in (r for r in rows if r.get("label") == OCCUPANCY_LABEL and default):
             best[name].setdefault("occupancy_over_default", []).append(default["ms"] / r["ms"])
-            print(f"    tile {r['tile_n']}, {r['num_stages']} stages, maxnreg {r['maxnreg']} "
+            print(f"    tile {r['tile_n']}, {r['num_warps']} warps, {r['num_stages']} stages, "
+                  f"maxnreg {r['maxnreg']} "
                   f"{r['pct_roofline']:.1f}% vs the default's {default['pct_roofline']:.1f}%: "
                   f"{default['ms'] / r['ms']:.2f}x per call")
     return best

@@ -120,7 +120,7 @@ def test_decode_fp8_sweep_variants(triton_cpu, operand, tile_n, num_warps, num_s
     assert_fp8_close(out, ref, operand, vc, vs)
 
 
-@pytest.mark.parametrize("launch", FP8_DECODE_OCCUPANCY, ids=lambda l: f"{l.tile_n}-{l.maxnreg}")
+@pytest.mark.parametrize("launch", FP8_DECODE_OCCUPANCY, ids=lambda l: f"{l.tile_n}-{l.num_warps}w-{l.maxnreg}")
 def test_decode_fp8_occupancy_launches(triton_cpu, launch):
     """The sweep's launches with a register cap (more programs per SM) compute what the
     default computes; the sm_90 compile run compiles them with the cap (spills included)."""

@@ -140,7 +140,8 @@ def main(argv=None) -> int:
         loop = first_loop_opcodes(k)
         cap = "" if launch.maxnreg is None else (
             f", maxnreg {launch.maxnreg}, {spill_bytes(k)} B spilled per thread")
-        print(f"{name} ({launch.tile_n} keys per tile, {launch.num_warps} warps, "
+        warps = f"{launch.num_warps} warp" + ("s" if launch.num_warps > 1 else "")
+        print(f"{name} ({launch.tile_n} keys per tile, {warps}, "
               f"{launch.num_stages} stages{cap}): {k.metadata.shared} B shared memory, {regs} "
               f"registers per thread -> {occ['by_shared_memory']} programs per SM by shared "
               f"memory, {occ['by_registers']} by registers: {occ['programs_per_sm']}; K/V "
