@@ -134,6 +134,10 @@ def invocation() -> str:
     return " ".join(head + [shlex.quote(a) for a in sys.argv[1:]])
 
 
+# Environment variables that change what a benchmark times (recorded with its results).
+SPEED_OVERRIDES = ("ZIPAGE_FP8_DECODE_LAUNCH", "ZIPAGE_NO_COMPILE")
+
+
 def environment(device: torch.device) -> dict:
     """Hardware and software versions, printed first and stored in the JSON."""
     env = {"python": platform.python_version(), "torch": torch.__version__,
@@ -147,6 +151,9 @@ def environment(device: torch.device) -> dict:
     commit = _run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"])
     dirty = _run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"])
     env["zipage_commit"] = f"{commit}{'+dirty' if dirty else ''}" if commit else None
+    overrides = {k: os.environ[k] for k in SPEED_OVERRIDES if k in os.environ}
+    if overrides:  # kernels other than the code's defaults: a run must say so
+        env["zipage_overrides"] = overrides
     if device.type == "cuda":
         p = torch.cuda.get_device_properties(device)
         env.update(gpu=p.name, gpu_memory_gib=round(p.total_memory / 2**30, 1),

@@ -23,7 +23,8 @@ Decode alone also takes FP8_DTYPE: e4m3 tensor-core MMAs on the cache bytes, no 
 keys as the MMA's rows (fp8_decode_mma.py; V must be stored transposed). On the H200 it
 reads 0.99x / 1.02x the default at 512 x 2048 / 64 x 16384 (docs/fp8.md): not the default.
 """
-from dataclasses import dataclass, replace
+import os
+from dataclasses import dataclass, fields, replace
 
 import torch
 
@@ -49,7 +50,29 @@ class Launch:
     maxnreg: int | None = None
 
 
-FP8_DECODE = Launch(torch.float16, tile_n=128, num_warps=4, num_stages=3, v_in_registers=False)
+DECODE_LAUNCH_ENV = "ZIPAGE_FP8_DECODE_LAUNCH"
+_INT_FIELDS = ("tile_n", "num_warps", "num_stages", "maxnreg")
+
+
+def launch_from_text(default: Launch, text: str) -> Launch:
+    """`default` with "tile_n=128,num_stages=2,maxnreg=128" applied: integer fields only,
+    each name checked, so a typo fails instead of timing the default under another name."""
+    given = {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        name, sep, value = item.partition("=")
+        if not sep or name.strip() not in _INT_FIELDS or not value.strip().isdigit():
+            raise ValueError(f"{DECODE_LAUNCH_ENV}: {item!r} is not NAME=INTEGER with NAME one "
+                             f"of {', '.join(_INT_FIELDS)}")
+        given[name.strip()] = int(value)
+    assert set(_INT_FIELDS) <= {f.name for f in fields(Launch)}
+    return replace(default, **given)
+
+
+# The FP8 decode launch; ZIPAGE_FP8_DECODE_LAUNCH overrides it for a benchmark process (a
+# candidate from the sweep timed in the engine without an edit; the runs record it).
+FP8_DECODE = launch_from_text(
+    Launch(torch.float16, tile_n=128, num_warps=4, num_stages=3, v_in_registers=False),
+    os.environ.get(DECODE_LAUNCH_ENV, ""))
 # Candidates with more programs per SM (the sweep's occupancy rows; docs/fp8.md): 2 stages
 # need 41 KiB of shared memory, so registers bind; a cap of 128 gives 4 per SM, 96 gives 5.
 # Fewer warps per program: fewer cross-warp reductions per tile (8 warps read far slower
