@@ -21,7 +21,6 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
 from scripts.common import invocation
 from scripts.fidelity import methods as fm

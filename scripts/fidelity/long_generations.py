@@ -158,7 +158,7 @@ def describe(result: dict, command: str) -> str:
     s, split, kept = result["settings"], result["split"], result["kept"]
     all_lens = [n for r in result["lengths"] for n in r["generated"]]
     kept_lens = [k["generated"] for k in kept.values()]
-    lines = [f"# SmolLM2's own long generations (fidelity domain, issue 31)", "",
+    lines = ["# SmolLM2's own long generations (fidelity domain, issue 31)", "",
              f"Command: `{command}`", "",
              f"Problems: {', '.join(result['sources'])}: {len(result['lengths'])} problems x "
              f"{s['samples']} samples at T {s['temperature']} (seed {s['seed']}), up to "

@@ -46,7 +46,7 @@ def test_fp8_kernel_sweep_cpu_smoke(tmp_path):
 def test_sweep_summary_never_picks_a_variant_with_wrong_output(capsys):
     """The e4m3 decode's first GPU sweep (H100, 2026-12-05) was 1% faster than the default
     with outputs 100% off; the summary had named it the best variant."""
-    from scripts.throughput.fp8_kernels import E4M3_LABEL, summary
+    from scripts.throughput.fp8_kernel_summary import E4M3_LABEL, summary
     work = "decode (a) 512 rows x 2048 keys"
 
     def row(kind, ms, err, label=None):
