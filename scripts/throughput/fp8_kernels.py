@@ -16,7 +16,9 @@ V paths: the engine's FP8 V cache is stored transposed per block (fp8.transposed
 default; V in rows, read as bytes (the former default) or made in registers, is timed at the
 default launch next to it; the search runs the default V path. Operand e4m3: the decode
 with e4m3 MMAs on the cache bytes (fp8_decode_mma.py), timed at fp8_launch.E4M3_DECODE next
-to the default and in the search (V transposed only).
+to the default and in the search (V transposed only). Occupancy rows: the launches of
+fp8_launch.FP8_DECODE_OCCUPANCY (a register cap, or fewer warps per program: 4 to 8
+programs per SM instead of 3), timed next to the default.
 Search (default): operand x tile_n x num_warps at 3 stages and the default split count, then
 num_stages, then num_splits for the best; --full-grid times the whole product (slow).
 The best variant per shape is what fp8_launch.FP8_DECODE should hold.
