@@ -57,7 +57,8 @@ def to_report(a, cal, results: dict, output_len, num_requests, budget=None, **ex
                            output_len=output_len, num_requests=num_requests,
                            prompt_len=a.prompt_len, budget=budget or a.budget,
                            block_size=a.block_size, async_scheduling=a.async_scheduling,
-                           engines=results, cost_model=cal.path if cal else "fixed", **extra)
+                           engines=results, cost_model=cal.path if cal else "fixed",
+                           **({"what_if": cal.what_if} if cal and cal.what_if else {}), **extra)
 
 
 def print_report(r: dict) -> None:
@@ -72,3 +73,5 @@ def print_report(r: dict) -> None:
                   f"{e['compressions']:>10}{e['pool_tokens']:>10}{roof:>10}")
     if r["speedup"] is not None:
         print(f"speedup zipage / full KV: {r['speedup']:.2f}x")
+    if r.get("what_if"):
+        print(f"== {r['what_if']}")

@@ -6,12 +6,15 @@ own Scheduler and BlockManager drive a SimRunner that advances a virtual clock.
     python -m scripts.bench simulate --replay outputs/.../samples.jsonl --budget 1024
     python -m scripts.bench simulate --validate R.json --trace R_trace.json.gz  # measured run
     python -m scripts.bench simulate --paper --measured results/bench/*.json --jobs 2
+    python -m scripts.bench simulate --kv-cache-dtype fp8 --decode-speedup 1.15   # a what-if
 
 The cost model comes from --cost (a `bench calibrate` file; default: the one file
 results/bench/step_cost_*_<model>.json) or --fixed-cost (stated coefficients, no
 measurement: the numbers are then no prediction). Pool: --kv-cache-tokens, or the whole
 device (--gpu-memory-gib; default the calibrated GPU) sized by the engine's own memory
-arithmetic with the calibrated non-KV bytes.
+arithmetic with the calibrated non-KV bytes. --decode-speedup (and --decode-programs-per-sm)
+change the calibrated decode cost of the simulated KV dtype: what a faster decode kernel
+would give, labelled WHAT-IF in the table and the JSON, never a prediction.
 """
 import glob
 
@@ -71,10 +74,17 @@ def add_arguments(p):
                         "with the --measured points (predicted with --cost); no new sweep")
     p.add_argument("--plot", default="results/bench/speedup_vs_length.png")
     p.add_argument("--jobs", type=int, default=1, help="simulations run in parallel processes")
+    p.add_argument("--decode-speedup", type=float, metavar="X",
+                   help="what-if: the simulated KV dtype's decode reads its KV X times faster "
+                        "than calibrated (results are labelled, not predictions)")
+    p.add_argument("--decode-programs-per-sm", type=int, metavar="N",
+                   help="what-if, with --decode-speedup: N decode programs resident per SM")
 
 
 def calibration(a) -> Calibration | None:
     if a.fixed_cost:
+        if a.decode_speedup is not None or a.decode_programs_per_sm is not None:
+            raise SystemExit("--decode-speedup needs a calibration, not --fixed-cost")
         print("== FIXED COST MODEL (not measured): these numbers are not predictions")
         return None
     paths = [a.cost] if a.cost else sorted(glob.glob(f"results/bench/step_cost_*_{a.model}.json"))
@@ -84,6 +94,16 @@ def calibration(a) -> Calibration | None:
                          f"--fixed-cost for an uncalibrated run")
     cal = Calibration(paths[0])
     print(f"== cost model: {cal.path} ({cal.gpu}, {cal.model})")
+    if a.decode_programs_per_sm is not None and a.decode_speedup is None:
+        raise SystemExit("--decode-programs-per-sm is a what-if of --decode-speedup: give both")
+    if a.decode_speedup is not None:
+        if a.validate:
+            raise SystemExit("--decode-speedup changes the cost model: not for --validate")
+        try:
+            print("== " + cal.assume_faster_decode(a.kv_cache_dtype, a.decode_speedup,
+                                                   a.decode_programs_per_sm))
+        except ValueError as e:
+            raise SystemExit(f"--decode-speedup: {e}") from None
     return cal
 
 

@@ -160,3 +160,33 @@ def test_an_fp8_calibration_writes_fp8_configs(tmp_path):
                        "0", "--sync-reps", "1", "--reps", "2"]) == 0
     data = json.loads(out.read_text())
     assert list(data["raw"]) == ["fullkv/b16/fp8"] and data["workload"]["kv_cache_dtype"] == "fp8"
+
+
+def test_decode_speedup_what_if_is_faster_and_labelled(tmp_path, capsys):
+    """`simulate --decode-speedup X`: the FP8 configs read their KV X times faster; the report
+    and the printed table say it is a what-if, and the bf16 configs are untouched."""
+    cal = tmp_path / "cal.json"
+    cal.write_text(json.dumps(calibration()))
+    args = ["simulate", "--cost", str(cal), "--kv-cache-dtype", "fp8", "--engines", "zipage",
+            "--num-requests", "16", "--output-len", "200", "--budget", "64", "--block-size",
+            "16", "--max-num-seqs", "16"]
+    reports = {}
+    for name, extra in (("base", []), ("faster", ["--decode-speedup", "2"])):
+        out = tmp_path / f"{name}.json"
+        assert bench.main(args + extra + ["--json", str(out)]) == 0
+        reports[name] = json.loads(out.read_text())
+    base, faster = (reports[n]["zipage"]["output_tokens_per_s"] for n in ("base", "faster"))
+    assert faster > base
+    assert "what_if" not in reports["base"]
+    assert reports["faster"]["what_if"].startswith("WHAT-IF, not a prediction: fp8 decode KV "
+                                                   "reads 2x faster")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1].startswith("== results written")  # the label closes the printed table
+    assert lines[-2].startswith("== WHAT-IF") and lines[-2].endswith("(fullkv/b16/fp8, "
+                                                                      "zipage/b16/fp8)")
+    c = Calibration(str(cal))
+    c.assume_faster_decode("fp8", 2.0)
+    plain = Calibration(str(cal))
+    assert c.cost("zipage", 16, "auto").device == plain.cost("zipage", 16, "auto").device
+    with pytest.raises(SystemExit, match="give both"):
+        bench.main(args + ["--decode-programs-per-sm", "4"])

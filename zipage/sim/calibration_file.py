@@ -51,6 +51,7 @@ class Calibration:
         self.gpu, self.model = self.data.get("gpu"), self.data.get("model")
         bw = self.data.get("copy_bandwidth_GBps")
         self.copy_bandwidth_Bps = bw * 1e9 if bw else None
+        self.what_if = None  # assume_faster_decode's label, when one is assumed
 
     def key(self, engine: str, block_size: int, kv_cache_dtype: str = "auto") -> str:
         """The calibrated config of this engine and KV dtype nearest in block size."""
@@ -80,3 +81,25 @@ class Calibration:
         total = total_bytes or m["total_bytes"]
         return DeviceMemory(total, m["non_kv_bytes"], "calibrated" if total_bytes is None else
                             f"calibrated non-KV bytes on a {total / 2**30:.0f} GiB device")
+
+    def assume_faster_decode(self, kv_cache_dtype: str, speedup: float,
+                             programs_per_sm: int | None = None) -> str:
+        """A what-if, not a prediction: every config of this KV dtype reads its decode KV
+        `speedup` times faster (kv_read_per_mtoken / speedup) and, if given, holds
+        programs_per_sm decode programs per SM. Returns the line that labels the results."""
+        if speedup <= 0:
+            raise ValueError(f"decode speed-up must be positive, got {speedup}")
+        keys = [k for k in self.data["models"] if parse_key(k)[2] == kv_cache_dtype]
+        if not keys:
+            raise ValueError(f"{self.path} has no {kv_cache_dtype} config to change")
+        for k in keys:
+            model = self.data["models"][k]
+            model["device"]["kv_read_per_mtoken"] /= speedup
+            if programs_per_sm is not None and "decode_waves" in model:
+                model["decode_waves"]["programs_per_sm"] = programs_per_sm
+        self.what_if = (f"WHAT-IF, not a prediction: {kv_cache_dtype} decode KV reads "
+                        f"{speedup:g}x faster"
+                        + ("" if programs_per_sm is None else
+                           f", {programs_per_sm} decode programs per SM")
+                        + f" ({', '.join(sorted(keys))})")
+        return self.what_if
