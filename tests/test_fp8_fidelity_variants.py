@@ -5,14 +5,14 @@ import torch
 
 import zipage.layers.attention as attention_mod
 from scripts import bench
-from scripts.fidelity import fp8 as fidelity_fp8
+from scripts.fidelity import fp8_stores
 
 
 def test_bf16_variant_writes_bf16_rounded_kv_into_the_fp32_cache(monkeypatch):
     written = {}
     monkeypatch.setattr(attention_mod, "store_kv",
                         lambda key, value, *a, **kw: written.update(key=key, value=value))
-    store = fidelity_fp8._RoundedStore(*fidelity_fp8.ROUNDED["bf16"])
+    store = fp8_stores.RoundedStore(*fp8_stores.ROUNDED["bf16"])
     key, value = torch.randn(5, 2, 8), torch.randn(5, 2, 8)
     store(key, value, None, None, None)
     for name, x in (("key", key), ("value", value)):
@@ -36,7 +36,7 @@ def test_fp8_k_and_fp8_v_round_one_of_k_and_v_as_the_engine_does(monkeypatch, va
     written = {}
     monkeypatch.setattr(attention_mod, "store_kv",
                         lambda key, value, *a, **kw: written.update(key=key, value=value))
-    store = fidelity_fp8._RoundedStore(*fidelity_fp8.ROUNDED[variant])
+    store = fp8_stores.RoundedStore(*fp8_stores.ROUNDED[variant])
     x = {"key": torch.randn(5, 2, 8), "value": torch.randn(5, 2, 8)}
     store(x["key"], x["value"], None, None, None)
     for name in ("key", "value"):

@@ -45,77 +45,12 @@ from scripts.common import invocation
 from scripts.fidelity import engine as fe
 from scripts.fidelity import methods as fm
 from scripts.fidelity import texts as ft
-from zipage.kernels.fp8 import FP8_DTYPE, FP8_MAX
+from scripts.fidelity.fp8_stores import ROUNDED, RoundedStore, SimulatedStore
+from zipage.kernels.fp8 import FP8_MAX
 
 ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = ("auto", "fp8", "tensor1", "layer_calib", "head_calib", "bf16", "fp8_k", "fp8_v",
             "fp8_rot", "fp8_k_rot", "fp8_unrotated", "fp8_e4m3")
-
-
-class _SimulatedStore:
-    """Wraps the engine's KV write: K/V rounded to e4m3 with static scales first. Layers are
-    called in order once per forward, so a counter mod L identifies the layer."""
-
-    def __init__(self, num_layers: int, scales=None):
-        self.L, self.scales, self.calls = num_layers, scales, 0
-        self.amax = None  # calibration: running |x| max per (K/V, layer, head)
-        self.original = attention_mod.store_kv
-
-    def __call__(self, key, value, k_cache, v_cache, slot_mapping, k_scale=None,
-                 v_scale=None):
-        layer = self.calls % self.L
-        self.calls += 1
-        if self.scales is None:  # calibrating: record, store unchanged
-            a = torch.stack([key.abs().amax((0, 2)), value.abs().amax((0, 2))])
-            if self.amax is None:
-                self.amax = torch.zeros(2, self.L, a.shape[1])
-            self.amax[:, layer] = torch.maximum(self.amax[:, layer], a)
-        else:
-            key, value = (_fake_fp8(x, self.scales[i, layer]) for i, x in enumerate((key, value)))
-        return self.original(key, value, k_cache, v_cache, slot_mapping, k_scale, v_scale)
-
-
-def _round_to(dtype):
-    return lambda x: x.to(dtype).to(x.dtype)
-
-
-def _engine_fp8(x):
-    """x through the engine's e4m3 (scale per row of D), back in x's dtype."""
-    from zipage.kernels.fp8 import dequantize_reference, quantize_reference
-    return dequantize_reference(*quantize_reference(x)).to(x.dtype)
-
-
-class _RoundedStore:
-    """Wraps the engine's KV write: K and V through `round_k` / `round_v` first (None: as
-    they are; the cache dtype is unchanged)."""
-
-    def __init__(self, round_k, round_v):
-        self.round_k, self.round_v = round_k, round_v
-        self.original = attention_mod.store_kv
-
-    def __call__(self, key, value, *args, **kwargs):
-        key = self.round_k(key) if self.round_k else key
-        value = self.round_v(value) if self.round_v else value
-        return self.original(key, value, *args, **kwargs)
-
-
-def _engine_fp8_rotated(x):
-    """x through the engine's e4m3 in the Hadamard-rotated basis, rotated back: what q.k
-    sees when q and k are both rotated (zipage/layers/key_rotation.py)."""
-    from zipage.layers.key_rotation import rotate
-    return rotate(_engine_fp8(rotate(x)))
-
-
-ROUNDED = {"bf16": (_round_to(torch.bfloat16), _round_to(torch.bfloat16)),
-           "fp8_k": (_engine_fp8, None), "fp8_v": (None, _engine_fp8),
-           "fp8_rot": (_engine_fp8_rotated, _engine_fp8), "fp8_k_rot": (_engine_fp8_rotated, None)}
-
-
-def _fake_fp8(x, scale):
-    """x (T, H, D) through e4m3 with scale (H,) or a scalar tensor (saturating)."""
-    s = scale.reshape(1, -1, 1) if scale.dim() else scale
-    q = (x.float() / s).clamp(-FP8_MAX, FP8_MAX).to(FP8_DTYPE)
-    return (q.float() * s).to(x.dtype)
 
 
 def _cache_model_loading():
@@ -138,7 +73,7 @@ def _cache_model_loading():
 
 
 def _calibrate(model, text, num_layers, block, device):
-    sim = _SimulatedStore(num_layers)
+    sim = SimulatedStore(num_layers)
     attention_mod.store_kv = sim
     try:
         fe.run_engine(model, [text], len(text) - 1, None, block, {}, device)
@@ -182,12 +117,12 @@ def _run(args, texts, kv, budget, scales, num_layers):
         opts = dict(opts, kv_cache_dtype="fp8", fp8_key_rotation=kv != "fp8_unrotated",
                     fp8_decode="e4m3" if kv == "fp8_e4m3" else "f16")
     elif kv in ROUNDED:
-        sim = _RoundedStore(*ROUNDED[kv])
+        sim = RoundedStore(*ROUNDED[kv])
         attention_mod.store_kv = sim
     elif kv != "auto":
         s = {"tensor1": torch.ones(2, num_layers), "layer_calib": scales.amax(-1),
              "head_calib": scales}[kv]
-        sim = _SimulatedStore(num_layers, s)
+        sim = SimulatedStore(num_layers, s)
         attention_mod.store_kv = sim
     try:
         if budget is None:  # log p of text[1:]: position i + 1 at index i
