@@ -53,8 +53,10 @@ def summary(decode, shapes):
             print(f"    e4m3 MMAs {e4m3['pct_roofline']:.1f}% vs the default's "
                   f"{default['pct_roofline']:.1f}% of the byte roofline: "
                   f"{default['ms'] / e4m3['ms']:.2f}x per call")
-        for r in (r for r in rows if r.get("label") == OCCUPANCY_LABEL and default):
-            best[name].setdefault("occupancy_over_default", []).append(default["ms"] / r["ms"])
+        occupancy = [r for r in rows if r.get("label") == OCCUPANCY_LABEL] if default else []
+        if occupancy:
+            best[name]["occupancy_over_default"] = [default["ms"] / r["ms"] for r in occupancy]
+        for r in occupancy:
             print(f"    tile {r['tile_n']}, {r['num_warps']} warps, {r['num_stages']} stages, "
                   f"maxnreg {r['maxnreg']} "
                   f"{r['pct_roofline']:.1f}% vs the default's {default['pct_roofline']:.1f}%: "

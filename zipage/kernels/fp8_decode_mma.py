@@ -19,8 +19,8 @@ lo = e4m3(x - hi): 8 significant bits), so a bf16 q scaled by a power of two is 
 keeps bf16's precision (2^-8 relative, plus 2^-18 absolute below e4m3's normal range). The
 two terms go to two MMAs of GROUP_PAD >= 16 columns (wgmma; 8 columns would compile to an
 f16 mma.sync with conversions) accumulating into one result. Packing them side by side as one
-operand [hi | lo] (join + reshape) halves the MMAs but gave wrong outputs on the GPU at head
-dim >= 64 in every run (Triton 3.6, H100; docs/fp8.md, "Decode with e4m3 MMAs").
+operand [hi | lo] (join + reshape) halves the MMAs but gave wrong outputs on the GPU in 29 of
+30 cases at head dim >= 64 (Triton 3.6, H100; docs/fp8.md, "Decode with e4m3 MMAs").
 
 The scales act as in fp8_tiles.py: K's on the score rows, V's folded into P with the tile's
 largest V scale v_max factored out (P * v_scale / v_max * 256 <= 256 < 448). v_max rides in

@@ -70,18 +70,17 @@ def launch_from_text(default: Launch, text: str) -> Launch:
 
 # The FP8 decode launch; ZIPAGE_FP8_DECODE_LAUNCH overrides it for a benchmark process (a
 # candidate from the sweep timed in the engine without an edit; the runs record it).
-FP8_DECODE = launch_from_text(
-    Launch(torch.float16, tile_n=128, num_warps=4, num_stages=3, v_in_registers=False),
-    os.environ.get(DECODE_LAUNCH_ENV, ""))
+_FP8_DECODE_CODE = Launch(torch.float16, tile_n=128, num_warps=4, num_stages=3,
+                         v_in_registers=False)
+FP8_DECODE = launch_from_text(_FP8_DECODE_CODE, os.environ.get(DECODE_LAUNCH_ENV, ""))
 # Candidates with more programs per SM (the sweep's occupancy rows; docs/fp8.md): 2 stages
 # need 41 KiB of shared memory, so registers bind; a cap of 128 gives 4 per SM, 96 gives 5.
 # Fewer warps per program: fewer cross-warp reductions per tile (8 warps read far slower
 # than 4), 8 one-warp or 4 two-warp programs per SM.
-FP8_DECODE_OCCUPANCY = (Launch(torch.float16, 128, 4, 2, v_in_registers=False, maxnreg=128),
-                        Launch(torch.float16, 128, 4, 2, v_in_registers=False, maxnreg=96),
-                        Launch(torch.float16, 64, 4, 3, v_in_registers=False, maxnreg=96),
-                        Launch(torch.float16, 64, 1, 2, v_in_registers=False),
-                        Launch(torch.float16, 128, 2, 2, v_in_registers=False))
+FP8_DECODE_OCCUPANCY = tuple(replace(_FP8_DECODE_CODE, **changes) for changes in (
+    dict(num_stages=2, maxnreg=128), dict(num_stages=2, maxnreg=96),
+    dict(tile_n=64, maxnreg=96), dict(tile_n=64, num_warps=1, num_stages=2),
+    dict(num_warps=2, num_stages=2)))
 # decode with e4m3 MMAs (fp8_decode_mma.py): 2 stages keep 3 programs per SM (73 KiB each)
 E4M3_DECODE = Launch(FP8_DTYPE, tile_n=128, num_warps=4, num_stages=2, v_in_registers=False)
 FP8_PREFILL = Launch(torch.float16, tile_n=64, num_warps=8, num_stages=3, tile_m=128)

@@ -91,14 +91,11 @@ def cuobjdump(kernel, flag: str) -> str:
                               text=True).stdout
 
 
-def registers(kernel) -> int:
-    """Registers per thread."""
-    return int(cuobjdump(kernel, "--dump-resource-usage").split("REG:")[1].split()[0])
-
-
-def spill_bytes(kernel) -> int:
-    """Bytes of stack per thread: registers spilled under a maxnreg cap (0 without spills)."""
-    return int(cuobjdump(kernel, "--dump-resource-usage").split("STACK:")[1].split()[0])
+def registers_and_stack(kernel) -> tuple[int, int]:
+    """Registers per thread, and bytes of stack per thread: registers spilled under a maxnreg
+    cap (0 without spills). One cuobjdump run for both."""
+    usage = cuobjdump(kernel, "--dump-resource-usage")
+    return tuple(int(usage.split(f"{name}:")[1].split()[0]) for name in ("REG", "STACK"))
 
 
 def first_loop_opcodes(kernel) -> list[str]:
@@ -135,11 +132,11 @@ def main(argv=None) -> int:
         name = ("fp8 cache" if fp8 else "bf16 cache") + (
             ", e4m3 MMAs" if launch.operand == FP8_DTYPE else "")
         k = compile_split_kernel(fp8, launch)
-        regs = registers(k)
+        regs, stack = registers_and_stack(k)
         occ = programs_per_sm(k.metadata.shared, regs, launch.num_warps)
         loop = first_loop_opcodes(k)
         cap = "" if launch.maxnreg is None else (
-            f", maxnreg {launch.maxnreg}, {spill_bytes(k)} B spilled per thread")
+            f", maxnreg {launch.maxnreg}, {stack} B spilled per thread")
         warps = f"{launch.num_warps} warp" + ("s" if launch.num_warps > 1 else "")
         print(f"{name} ({launch.tile_n} keys per tile, {warps}, "
               f"{launch.num_stages} stages{cap}): {k.metadata.shared} B shared memory, {regs} "
