@@ -3,6 +3,7 @@ FP8 variant next to bf16, and the labelled rows (the e4m3 decode, the occupancy 
 against the default. Rows whose output is wrong or unchecked are never picked."""
 E4M3_LABEL = "e4m3 MMAs (E4M3_DECODE)"  # the row the summary sets against the default
 OCCUPANCY_LABEL = "more programs per SM"  # fp8_launch.FP8_DECODE_OCCUPANCY's rows
+FLAT_LABEL = "flat loop"  # fp8_launch.FP8_DECODE_FLAT's rows (fp8_decode_flat.py)
 # A variant whose output is further than this from the fp32 reference (max error over the
 # largest output) is wrong, not slow: its time is reported but never picked or compared. The
 # FP8 variants that compute correctly land at 1.6e-3 to 3.3e-3 on these inputs.
@@ -15,6 +16,7 @@ def print_row(row):
         f"stages {row['num_stages']} splits {row['splits']:>2} "
         f"V {row['v_path']}"
         + (f" maxnreg {row['maxnreg']}" if row.get("maxnreg") else "")
+        + (f" {row['programs_per_sm']}/SM" if row.get("programs_per_sm") else "")
         + (f" ({row['label']})" if row.get("label") else ""))
     if "error" in row:
         print(f"  {what:<66} {row['error']}", flush=True)
@@ -53,12 +55,14 @@ def summary(decode, shapes):
             print(f"    e4m3 MMAs {e4m3['pct_roofline']:.1f}% vs the default's "
                   f"{default['pct_roofline']:.1f}% of the byte roofline: "
                   f"{default['ms'] / e4m3['ms']:.2f}x per call")
-        occupancy = [r for r in rows if r.get("label") == OCCUPANCY_LABEL] if default else []
-        if occupancy:
-            best[name]["occupancy_over_default"] = [default["ms"] / r["ms"] for r in occupancy]
-        for r in occupancy:
-            print(f"    tile {r['tile_n']}, {r['num_warps']} warps, {r['num_stages']} stages, "
-                  f"maxnreg {r['maxnreg']} "
-                  f"{r['pct_roofline']:.1f}% vs the default's {default['pct_roofline']:.1f}%: "
-                  f"{default['ms'] / r['ms']:.2f}x per call")
+        for label, key, extra in ((OCCUPANCY_LABEL, "occupancy_over_default", "maxnreg"),
+                                  (FLAT_LABEL, "flat_over_default", "programs_per_sm")):
+            against = [r for r in rows if r.get("label") == label] if default else []
+            if against:
+                best[name][key] = [default["ms"] / r["ms"] for r in against]
+            for r in against:
+                print(f"    tile {r['tile_n']}, {r['num_warps']} warps, {r['num_stages']} "
+                      f"stages, {extra} {r[extra]}, splits {r['splits']}: "
+                      f"{r['pct_roofline']:.1f}% vs the default's "
+                      f"{default['pct_roofline']:.1f}%: {default['ms'] / r['ms']:.2f}x per call")
     return best

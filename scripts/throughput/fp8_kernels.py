@@ -18,7 +18,9 @@ default launch next to it; the search runs the default V path. Operand e4m3: the
 with e4m3 MMAs on the cache bytes (fp8_decode_mma.py), timed at fp8_launch.E4M3_DECODE next
 to the default and in the search (V transposed only). Occupancy rows: the launches of
 fp8_launch.FP8_DECODE_OCCUPANCY (a register cap, or fewer warps per program: 4 to 8
-programs per SM instead of 3), timed next to the default.
+programs per SM instead of 3), timed next to the default. Flat rows: fp8_launch.FP8_DECODE_FLAT,
+the flat kernel (fp8_decode_flat.py: a few programs per SM, each one loop over the tiles of
+several (request, KV head, split) items), timed next to the default.
 Search (default): operand x tile_n x num_warps at 3 stages and the default split count, then
 num_stages, then num_splits for the best; --full-grid times the whole product (slow).
 The best variant per shape is what fp8_launch.FP8_DECODE should hold.
@@ -33,7 +35,8 @@ import torch
 
 from scripts.throughput.fp8_kernel_parts import (bench_ms, copy_gbps, decode_reference,
                                                environment, paged_pool, rel_err)
-from scripts.throughput.fp8_kernel_summary import (E4M3_LABEL, MAX_REL_ERR, OCCUPANCY_LABEL,
+from scripts.throughput.fp8_kernel_summary import (E4M3_LABEL, FLAT_LABEL, MAX_REL_ERR,
+                                                   OCCUPANCY_LABEL,
                                                    print_row, summary)
 from scripts.throughput.fp8_prefill_score import other_rows
 
@@ -49,7 +52,8 @@ SMOKE_SHAPES = {"a": (3, 48)}
 
 def decode_rows(name, rows, ctx, dims, copy, args, device):
     from zipage.kernels.fp8 import copy_to_transposed_v
-    from zipage.kernels.fp8_launch import E4M3_DECODE, FP8_DECODE, FP8_DECODE_OCCUPANCY
+    from zipage.kernels.fp8_launch import (E4M3_DECODE, FP8_DECODE, FP8_DECODE_FLAT,
+                                           FP8_DECODE_OCCUPANCY)
     from zipage.kernels.paged_decode import (decode_scratch, default_num_splits,
                                              paged_decode_attention)
     H_q, H_kv, D, bs = dims["H_q"], dims["H_kv"], dims["D"], dims["bs"]
@@ -116,14 +120,17 @@ def decode_rows(name, rows, ctx, dims, copy, args, device):
                 num_warps=E4M3_DECODE.num_warps, num_stages=E4M3_DECODE.num_stages)
     occupancy = [dict(default, tile_n=o.tile_n, num_warps=o.num_warps, num_stages=o.num_stages,
                       maxnreg=o.maxnreg, label=OCCUPANCY_LABEL) for o in FP8_DECODE_OCCUPANCY]
+    flat = [dict(default, tile_n=o.tile_n, num_warps=o.num_warps, num_stages=o.num_stages,
+                 programs_per_sm=o.programs_per_sm, label=FLAT_LABEL) for o in FP8_DECODE_FLAT]
     if args.cpu_smoke:
         run("fp8", fp8, dict(default, tile_n=16, num_splits=2, label="default"))
         run("fp8", fp8, dict(e4m3, tile_n=32, num_splits=2, label=E4M3_LABEL))
         run("fp8", fp8, dict(occupancy[0], tile_n=16, num_splits=2))
+        run("fp8", fp8, dict(flat[0], tile_n=16))
         return results
     run("fp8", fp8, dict(default, label="default"))
     run("fp8", fp8, dict(e4m3, label=E4M3_LABEL))
-    for variant in occupancy:
+    for variant in occupancy + flat:
         run("fp8", fp8, variant)
     run("fp8", fp8, dict(default, v_path="bytes", label="V in rows, the former default"))
     run("fp8", fp8, dict(default, v_path="registers", label="V in rows, made in registers"))

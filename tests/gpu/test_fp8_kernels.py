@@ -25,6 +25,7 @@ from zipage.kernels.attention_score import attention_score, attention_score_refe
 from zipage.kernels.compact_kv import compact, compact_reference
 from zipage.kernels.eviction_score import select_keep
 from zipage.kernels.fp8 import FP8_DTYPE, quantize_reference
+from zipage.kernels.fp8_launch import FP8_DECODE_FLAT
 from zipage.kernels.paged_decode import decode_scratch
 from zipage.kernels.key_redundancy import redundancy, redundancy_reference
 
@@ -69,6 +70,29 @@ def test_decode_fp8(cuda_kernels, B, G, H_kv, D, bs, longest, v_layout):
     ref = paged_decode_attention_reference(q, kc, vc, table, lens, D ** -0.5, k_scale=ks,
                                            v_scale=vs)
     assert_fp8_close(out, ref, torch.float16, vc, vs)  # f16 operands: the default
+
+
+@pytest.mark.parametrize("launch", range(len(FP8_DECODE_FLAT)))
+@pytest.mark.parametrize("B,longest,splits", [(300, 2304, None), (64, 16384, None),
+                                              (512, 2048, 2), (7, 3000, 5)])
+def test_decode_flat(cuda_kernels, B, longest, splits, launch):
+    """The flat kernel (fp8_decode_flat.py) at each FP8_DECODE_FLAT launch, Qwen3-8B's shape,
+    contexts of every length up to `longest` (0 and the longest included): items of unequal
+    tile counts meet inside each program's loop."""
+    ctx = torch.randint(1, longest + 1, (B,)).tolist()
+    ctx[0], ctx[-1] = longest, 0
+    q, k, v, table, lens = decode_batch(ctx, 4, 8, 128, 256, BF16, device="cuda")
+    (kc, ks), (vc, vs) = quantize_paged(k), quantize_paged(v)
+    vc = v_transposed(vc)
+    chosen = FP8_DECODE_FLAT[launch]
+    out = paged_decode_attention(q, kc, vc, table, lens, 128 ** -0.5, num_splits=splits,
+                                 k_scale=ks, v_scale=vs, tile_n=chosen.tile_n,
+                                 num_warps=chosen.num_warps, num_stages=chosen.num_stages,
+                                 programs_per_sm=chosen.programs_per_sm)
+    ref = paged_decode_attention_reference(q, kc, vc, table, lens, 128 ** -0.5, k_scale=ks,
+                                           v_scale=vs)
+    assert_fp8_close(out, ref, torch.float16, vc, vs)
+    assert torch.count_nonzero(out[-1]) == 0
 
 
 @pytest.mark.parametrize("seqs,G,H_kv,D,bs", [([(2048, 2048), (37, 300), (1, 260), (0, 9)],

@@ -35,12 +35,15 @@ def test_fp8_kernel_sweep_cpu_smoke(tmp_path):
     assert score == ["bf16", "fp8", "fp8 16 keys, 4 warps, 2 stages"]  # a launch candidate
     assert data["best"]["a"]["fp8"]["kind"] == "fp8"
     operands = [r.get("operand") for r in data["decode"] if r["kind"] == "fp8"]
-    # the default, the e4m3-MMA decode and a launch with more programs per SM, side by side
-    assert operands == ["f16", "e4m3", "f16"]
+    # the default, the e4m3-MMA decode, a launch with more programs per SM and the flat
+    # kernel, side by side
+    assert operands == ["f16", "e4m3", "f16", "f16"]
     assert "e4m3 MMAs" in proc.stdout and data["best"]["a"]["e4m3_over_default"] > 0
-    capped = data["decode"][-1]
+    capped, flat = data["decode"][-2:]
     assert capped["maxnreg"] == 128 and capped["num_stages"] == 2
     assert "maxnreg 128" in proc.stdout and data["best"]["a"]["occupancy_over_default"][0] > 0
+    assert flat["programs_per_sm"] == 3 and flat["label"] == "flat loop"
+    assert "programs_per_sm 3" in proc.stdout and data["best"]["a"]["flat_over_default"][0] > 0
 
 
 def test_sweep_summary_never_picks_a_variant_with_wrong_output(capsys):

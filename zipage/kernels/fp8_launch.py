@@ -40,7 +40,9 @@ class Launch:
     (prefill) query rows per tile, for an FP8 V cache in rows whether the weighted V
     operand is made in registers (fp8_tiles.weighted_v_operand; False: read as bytes), and
     (decode) a cap on registers per thread, Triton's maxnreg: None lets the compiler choose;
-    a lower cap fits more programs per SM, paid in spills (decode_occupancy prints both)."""
+    a lower cap fits more programs per SM, paid in spills (decode_occupancy prints both);
+    (decode) programs_per_sm: None runs a program per (request, KV head, split), a number
+    runs the flat kernel (fp8_decode_flat.py) with that many programs per SM."""
     operand: torch.dtype
     tile_n: int
     num_warps: int
@@ -48,10 +50,11 @@ class Launch:
     tile_m: int | None = None
     v_in_registers: bool = True
     maxnreg: int | None = None
+    programs_per_sm: int | None = None
 
 
 DECODE_LAUNCH_ENV = "ZIPAGE_FP8_DECODE_LAUNCH"
-_INT_FIELDS = ("tile_n", "num_warps", "num_stages", "maxnreg")
+_INT_FIELDS = ("tile_n", "num_warps", "num_stages", "maxnreg", "programs_per_sm")
 
 
 def launch_from_text(default: Launch, text: str) -> Launch:
@@ -81,6 +84,12 @@ FP8_DECODE_OCCUPANCY = tuple(replace(_FP8_DECODE_CODE, **changes) for changes in
     dict(num_stages=2, maxnreg=128), dict(num_stages=2, maxnreg=96),
     dict(tile_n=64, maxnreg=96), dict(tile_n=64, num_warps=1, num_stages=2),
     dict(num_warps=2, num_stages=2)))
+# The flat kernel (fp8_decode_flat.py): one loop over all the tiles of a program's items, so
+# the load pipeline fills once per program rather than once per (request, KV head, split).
+FP8_DECODE_FLAT = tuple(replace(_FP8_DECODE_CODE, **changes) for changes in (
+    dict(programs_per_sm=3), dict(programs_per_sm=3, num_stages=2),
+    dict(programs_per_sm=4, num_stages=2), dict(programs_per_sm=2),
+    dict(programs_per_sm=1, tile_n=256, num_stages=2)))
 # decode with e4m3 MMAs (fp8_decode_mma.py): 2 stages keep 3 programs per SM (73 KiB each)
 E4M3_DECODE = Launch(FP8_DTYPE, tile_n=128, num_warps=4, num_stages=2, v_in_registers=False)
 FP8_PREFILL = Launch(torch.float16, tile_n=64, num_warps=8, num_stages=3, tile_m=128)

@@ -21,6 +21,8 @@ from zipage.kernels.fp8 import FP8_DTYPE, check_scales, dequantize_reference, v_
 from zipage.kernels.fp8_decode_mma import (_split_e4m3_kernel, check_e4m3_launch,
                                            e4m3_group_pad)
 from zipage.kernels.fp8_decode_mma_reference import paged_decode_e4m3_reference
+from zipage.kernels.fp8_decode_flat import (check_flat_launch, flat_num_splits, flat_programs,
+                                            paged_decode_flat)
 from zipage.kernels.fp8_launch import (DECODE_OPERANDS, E4M3_DECODE, FP8_DECODE, Launch,
                                        check_v_path, launch_for)
 from zipage.kernels.fp8_tiles import attend_tiles
@@ -118,12 +120,17 @@ def _num_sms(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
+def _device_sms(device: torch.device) -> int:
+    """SMs of a CUDA device; 4 for the interpreter on the CPU."""
+    if device.type != "cuda":
+        return 4
+    return _num_sms(device.index if device.index is not None else torch.cuda.current_device())
+
+
 def default_num_splits(batch: int, num_kv_heads: int, max_keys: int, device: torch.device,
                        tile_n: int = 64) -> int:
     """Enough programs for ~4 waves of the GPU; shape-only, so stable under CUDA graphs."""
-    sms = _num_sms(device.index if device.index is not None else torch.cuda.current_device()) \
-        if device.type == "cuda" else 4
-    want = cdiv(4 * sms, max(1, batch * num_kv_heads))
+    want = cdiv(4 * _device_sms(device), max(1, batch * num_kv_heads))
     return max(1, min(want, cdiv(max(max_keys, 1), tile_n), 64))
 
 
@@ -138,7 +145,8 @@ def decode_scratch(batch, num_q_heads, head_dim, num_splits, device):
 def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scale,
                            num_splits=None, out=None, scratch=None, tile_n=None,
                            k_scale=None, v_scale=None, num_warps=None, num_stages=None,
-                           fp8_operand=None, fp8_v_in_registers=None, maxnreg=None):
+                           fp8_operand=None, fp8_v_in_registers=None, maxnreg=None,
+                           programs_per_sm=None):
     """Attention of one new query token per request over its paged K/V.
 
     q:            (B, H_q, D); unit stride on D (B/H strides free).
@@ -160,6 +168,8 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
                   with the weights on P (False); None: the default (fp8_launch.py).
     maxnreg:      a cap on the split kernel's registers per thread (fp8_launch.Launch);
                   None: the launch's (the compiler's choice by default).
+    programs_per_sm: an fp8 cache with V stored transposed read by the flat kernel
+                  (fp8_decode_flat.py) with this many programs per SM; None: the launch's.
     Returns out (B, H_q, D) in q.dtype. No host sync: CUDA-graph capturable.
     """
     if not use_triton(q):
@@ -177,14 +187,22 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
     if q.stride(2) != 1:
         q = q.contiguous()
     overrides = dict(tile_n=tile_n, num_warps=num_warps, num_stages=num_stages,
-                     v_in_registers=fp8_v_in_registers, maxnreg=maxnreg)
+                     v_in_registers=fp8_v_in_registers, maxnreg=maxnreg,
+                     programs_per_sm=programs_per_sm)
     fp8_default = E4M3_DECODE if fp8_operand == FP8_DTYPE else FP8_DECODE
     launch = launch_for(quant, fp8_default, _DECODE, q.dtype, k_cache.dtype, fp8_operand,
                         DECODE_OPERANDS, **overrides)
     e4m3 = launch.operand == FP8_DTYPE  # e4m3 MMAs, keys as rows (fp8_decode_mma.py)
     if e4m3:
         check_e4m3_launch(v_transposed, launch.tile_n)
-    if num_splits is None:
+    flat = launch.programs_per_sm is not None
+    if flat:
+        check_flat_launch(quant, v_transposed, launch, D, bs)
+        slots = _device_sms(q.device) * launch.programs_per_sm
+    if num_splits is None and flat:
+        num_splits = flat_num_splits(B, H_kv, cdiv(block_tables.shape[1] * bs, launch.tile_n),
+                                     slots)
+    elif num_splits is None:
         num_splits = default_num_splits(B, H_kv, block_tables.shape[1] * bs, q.device,
                                         launch.tile_n)
     if out is None:
@@ -197,14 +215,40 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
     if B == 0:
         return out
     d_pad = max(16, next_pow2(D))
+    if flat:
+        programs = flat_programs(B * H_kv * num_splits, slots // launch.programs_per_sm,
+                                 launch.programs_per_sm)
+        paged_decode_flat(q, k_cache, v_cache, k_scale, v_scale, block_tables, context_lens,
+                          scale, out, scratch, num_splits, programs, launch)
+    else:
+        _launch_split_kernel(q, k_cache, v_cache, k_scale, v_scale, block_tables,
+                             context_lens, scale, out, scratch, num_splits, launch, quant,
+                             v_transposed, stride_v_head, d_pad)
+    if num_splits == 1:
+        return out
+    _merge_kernel[(B, H_q)](
+        partial_out, partial_max, partial_sum, out, out.stride(0), out.stride(1), H_q,
+        num_splits, HEAD_DIM=D, SPLITS_PAD=max(2, next_pow2(num_splits)), HEAD_DIM_PAD=d_pad,
+        num_warps=1 if d_pad <= 128 else 2)
+    return out
+
+
+def _launch_split_kernel(q, k_cache, v_cache, k_scale, v_scale, block_tables, context_lens,
+                         scale, out, scratch, num_splits, launch, quant, v_transposed,
+                         stride_v_head, d_pad):
+    """Kernel 1 as a program per (request, KV head, split): the split kernel, or with e4m3
+    MMAs fp8_decode_mma's."""
+    B, H_q, D = q.shape
+    bs, H_kv = k_cache.shape[1], k_cache.shape[2]
     G = H_q // H_kv
-    if e4m3:
+    if launch.operand == FP8_DTYPE:
         kernel, d_pad = _split_e4m3_kernel, max(32, d_pad)
         constexprs = dict(GROUP_PAD=e4m3_group_pad(G))
     else:
         kernel = _split_kernel
         constexprs = dict(GROUP_PAD=max(16, next_pow2(G)), **dot_args(launch.operand),
                           QUANT=quant, V_IN_REGISTERS=launch.v_in_registers, V_T=v_transposed)
+    partial_out, partial_max, partial_sum = scratch
     kernel[(B, H_kv, num_splits)](
         q, k_cache, v_cache, k_scale if quant else k_cache, v_scale if quant else v_cache,
         block_tables, context_lens, partial_out, partial_max,
@@ -214,13 +258,6 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
         HEAD_DIM=D, BLOCK_SIZE=bs, TILE_N=launch.tile_n, HEAD_DIM_PAD=d_pad, **constexprs,
         num_warps=launch.num_warps, num_stages=launch.num_stages,
         **({} if launch.maxnreg is None else {"maxnreg": launch.maxnreg}))
-    if num_splits == 1:
-        return out
-    _merge_kernel[(B, H_q)](
-        partial_out, partial_max, partial_sum, out, out.stride(0), out.stride(1), H_q,
-        num_splits, HEAD_DIM=D, SPLITS_PAD=max(2, next_pow2(num_splits)), HEAD_DIM_PAD=d_pad,
-        num_warps=1 if d_pad <= 128 else 2)
-    return out
 
 
 def paged_decode_attention_reference(q, k_cache, v_cache, block_tables, context_lens, scale,
