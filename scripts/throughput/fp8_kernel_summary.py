@@ -4,6 +4,7 @@ against the default. Rows whose output is wrong or unchecked are never picked.""
 E4M3_LABEL = "e4m3 MMAs (E4M3_DECODE)"  # the row the summary sets against the default
 OCCUPANCY_LABEL = "more programs per SM"  # fp8_launch.FP8_DECODE_OCCUPANCY's rows
 FLAT_LABEL = "flat loop"  # fp8_launch.FP8_DECODE_FLAT's rows (fp8_decode_flat.py)
+SPLIT_LABEL = "split kernel, the former default"  # fp8_launch.FP8_DECODE_SPLIT
 # A variant whose output is further than this from the fp32 reference (max error over the
 # largest output) is wrong, not slow: its time is reported but never picked or compared. The
 # FP8 variants that compute correctly land at 1.6e-3 to 3.3e-3 on these inputs.
@@ -55,7 +56,8 @@ def summary(decode, shapes):
             print(f"    e4m3 MMAs {e4m3['pct_roofline']:.1f}% vs the default's "
                   f"{default['pct_roofline']:.1f}% of the byte roofline: "
                   f"{default['ms'] / e4m3['ms']:.2f}x per call")
-        for label, key, extra in ((OCCUPANCY_LABEL, "occupancy_over_default", "maxnreg"),
+        for label, key, extra in ((SPLIT_LABEL, "split_over_default", "programs_per_sm"),
+                                  (OCCUPANCY_LABEL, "occupancy_over_default", "maxnreg"),
                                   (FLAT_LABEL, "flat_over_default", "programs_per_sm")):
             against = [r for r in rows if r.get("label") == label] if default else []
             if against:

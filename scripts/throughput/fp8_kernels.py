@@ -12,15 +12,17 @@ decode (a) 512 rows x 2048 keys, (b) 64 rows x 16384 keys; K/V quantised from ra
 normals with per-token magnitudes, blocks in random order in a pool of exactly the blocks
 read (GBs, far beyond L2). Each variant: median of triton.testing.do_bench, output checked
 once against the PyTorch reference (max |error| / max |reference|).
-V paths: the engine's FP8 V cache is stored transposed per block (fp8.transposed_v_view), the
-default; V in rows, read as bytes (the former default) or made in registers, is timed at the
-default launch next to it; the search runs the default V path. Operand e4m3: the decode
+The default is the flat kernel (fp8_decode_flat.py); the split kernel it replaced
+(fp8_launch.FP8_DECODE_SPLIT) is timed next to it. V paths: the engine's FP8 V cache is
+stored transposed per block (fp8.transposed_v_view), the default; V in rows, read as bytes
+or made in registers (split kernel only), is timed next to it; the search runs the default
+V path and kernel (the split kernel for e4m3). Operand e4m3: the decode
 with e4m3 MMAs on the cache bytes (fp8_decode_mma.py), timed at fp8_launch.E4M3_DECODE next
 to the default and in the search (V transposed only). Occupancy rows: the launches of
 fp8_launch.FP8_DECODE_OCCUPANCY (a register cap, or fewer warps per program: 4 to 8
-programs per SM instead of 3), timed next to the default. Flat rows: fp8_launch.FP8_DECODE_FLAT,
-the flat kernel (fp8_decode_flat.py: a few programs per SM, each one loop over the tiles of
-several (request, KV head, split) items), timed next to the default.
+programs per SM instead of 3, split kernel), timed next to the default. Flat rows: the flat
+kernel's other launches (fp8_launch.FP8_DECODE_FLAT: 1 to 4 programs per SM, each one loop
+over the tiles of several (request, KV head, split) items).
 Search (default): operand x tile_n x num_warps at 3 stages and the default split count, then
 num_stages, then num_splits for the best; --full-grid times the whole product (slow).
 The best variant per shape is what fp8_launch.FP8_DECODE should hold.
@@ -36,7 +38,7 @@ import torch
 from scripts.throughput.fp8_kernel_parts import (bench_ms, copy_gbps, decode_reference,
                                                environment, paged_pool, rel_err)
 from scripts.throughput.fp8_kernel_summary import (E4M3_LABEL, FLAT_LABEL, MAX_REL_ERR,
-                                                   OCCUPANCY_LABEL,
+                                                   OCCUPANCY_LABEL, SPLIT_LABEL,
                                                    print_row, summary)
 from scripts.throughput.fp8_prefill_score import other_rows
 
@@ -53,7 +55,7 @@ SMOKE_SHAPES = {"a": (3, 48)}
 def decode_rows(name, rows, ctx, dims, copy, args, device):
     from zipage.kernels.fp8 import copy_to_transposed_v
     from zipage.kernels.fp8_launch import (E4M3_DECODE, FP8_DECODE, FP8_DECODE_FLAT,
-                                           FP8_DECODE_OCCUPANCY)
+                                           FP8_DECODE_OCCUPANCY, FP8_DECODE_SPLIT)
     from zipage.kernels.paged_decode import (decode_scratch, default_num_splits,
                                              paged_decode_attention)
     H_q, H_kv, D, bs = dims["H_q"], dims["H_kv"], dims["D"], dims["bs"]
@@ -115,25 +117,31 @@ def decode_rows(name, rows, ctx, dims, copy, args, device):
     transposed.append(copy_to_transposed_v(fp8[1]))
     op_name = {v: k for k, v in OPERANDS.items()}[FP8_DECODE.operand]
     default = dict(operand=op_name, tile_n=FP8_DECODE.tile_n, num_warps=FP8_DECODE.num_warps,
-                   num_stages=FP8_DECODE.num_stages, num_splits=None, v_path="transposed")
-    e4m3 = dict(default, operand="e4m3", tile_n=E4M3_DECODE.tile_n,
+                   num_stages=FP8_DECODE.num_stages, num_splits=None, v_path="transposed",
+                   programs_per_sm=FP8_DECODE.programs_per_sm or 0)
+    split = dict(default, tile_n=FP8_DECODE_SPLIT.tile_n, num_warps=FP8_DECODE_SPLIT.num_warps,
+                 num_stages=FP8_DECODE_SPLIT.num_stages, programs_per_sm=0, label=SPLIT_LABEL)
+    e4m3 = dict(default, operand="e4m3", tile_n=E4M3_DECODE.tile_n, programs_per_sm=0,
                 num_warps=E4M3_DECODE.num_warps, num_stages=E4M3_DECODE.num_stages)
     occupancy = [dict(default, tile_n=o.tile_n, num_warps=o.num_warps, num_stages=o.num_stages,
-                      maxnreg=o.maxnreg, label=OCCUPANCY_LABEL) for o in FP8_DECODE_OCCUPANCY]
+                      maxnreg=o.maxnreg, programs_per_sm=0, label=OCCUPANCY_LABEL)
+                 for o in FP8_DECODE_OCCUPANCY]
     flat = [dict(default, tile_n=o.tile_n, num_warps=o.num_warps, num_stages=o.num_stages,
                  programs_per_sm=o.programs_per_sm, label=FLAT_LABEL) for o in FP8_DECODE_FLAT]
     if args.cpu_smoke:
-        run("fp8", fp8, dict(default, tile_n=16, num_splits=2, label="default"))
+        run("fp8", fp8, dict(default, tile_n=16, label="default"))
+        run("fp8", fp8, dict(split, tile_n=16, num_splits=2))
         run("fp8", fp8, dict(e4m3, tile_n=32, num_splits=2, label=E4M3_LABEL))
         run("fp8", fp8, dict(occupancy[0], tile_n=16, num_splits=2))
         run("fp8", fp8, dict(flat[0], tile_n=16))
         return results
     run("fp8", fp8, dict(default, label="default"))
+    run("fp8", fp8, dict(split))
     run("fp8", fp8, dict(e4m3, label=E4M3_LABEL))
     for variant in occupancy + flat:
         run("fp8", fp8, variant)
-    run("fp8", fp8, dict(default, v_path="bytes", label="V in rows, the former default"))
-    run("fp8", fp8, dict(default, v_path="registers", label="V in rows, made in registers"))
+    run("fp8", fp8, dict(split, v_path="bytes", label="V in rows, read as bytes"))
+    run("fp8", fp8, dict(split, v_path="registers", label="V in rows, made in registers"))
     if args.full_grid:
         for combo in itertools.product(*GRID.values()):
             variant = dict(zip(GRID, combo))
@@ -145,12 +153,15 @@ def decode_rows(name, rows, ctx, dims, copy, args, device):
         ok = [r for r in rows_ if r.get("correct")]
         return min(ok, key=lambda r: r["ms"]) if ok else None
 
-    stage = [run("fp8", fp8, dict(default, operand=op, tile_n=tn, num_warps=w, num_stages=3))
+    stage = [run("fp8", fp8, dict(default, operand=op, tile_n=tn, num_warps=w, num_stages=3,
+                                  programs_per_sm=0 if op == "e4m3" else
+                                  default["programs_per_sm"]))
              for op, tn, w in itertools.product(GRID["operand"], GRID["tile_n"],
                                                 GRID["num_warps"])]
     if best(stage) is None:
         return results
-    pick = {key: best(stage)[key] for key in ("operand", "tile_n", "num_warps", "v_path")}
+    pick = {key: best(stage)[key]
+            for key in ("operand", "tile_n", "num_warps", "v_path", "programs_per_sm")}
     stage += [run("fp8", fp8, dict(pick, num_stages=st, num_splits=None))
               for st in GRID["num_stages"] if st != 3]
     pick["num_stages"] = best(stage)["num_stages"]

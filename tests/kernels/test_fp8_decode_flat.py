@@ -72,3 +72,17 @@ def test_flat_splits_and_programs():
     assert flat_programs(4096, 132, 3) == 396
     assert flat_programs(10, 132, 3) == 10  # never more programs than items
     assert flat_programs(64 * 1000, 4, 1) == 1000  # at most ITEMS_PAD items each
+
+
+def test_default_falls_back_to_the_split_kernel_where_flat_cannot_run(triton_cpu):
+    """FP8_DECODE is the flat kernel; a cache it cannot read (block 16 < its 128-key tile,
+    or V in rows) gets the split kernel, not an error, when nobody asked for programs_per_sm."""
+    from zipage.kernels.fp8_launch import FP8_DECODE
+    assert FP8_DECODE.programs_per_sm == 3 and FP8_DECODE.tile_n == 128
+    q, k, v, table, ctx = decode_batch(CTX, 2, 2, 32, 16)
+    (kc, ks), (vc, vs) = fp8_cache(k), fp8_cache(v)
+    ref = paged_decode_attention_reference(q, kc, vc, table, ctx, 0.2, k_scale=ks, v_scale=vs)
+    for v_cache in (v_transposed(vc), vc):
+        out = paged_decode_attention(q, kc, v_cache, table, ctx, 0.2, k_scale=ks, v_scale=vs,
+                                     fp8_operand=F32)
+        assert_fp8_close(out, ref, F32, vc, vs)

@@ -35,9 +35,12 @@ def test_fp8_kernel_sweep_cpu_smoke(tmp_path):
     assert score == ["bf16", "fp8", "fp8 16 keys, 4 warps, 2 stages"]  # a launch candidate
     assert data["best"]["a"]["fp8"]["kind"] == "fp8"
     operands = [r.get("operand") for r in data["decode"] if r["kind"] == "fp8"]
-    # the default, the e4m3-MMA decode, a launch with more programs per SM and the flat
-    # kernel, side by side
-    assert operands == ["f16", "e4m3", "f16", "f16"]
+    # the default (the flat kernel), the split kernel it replaced, the e4m3-MMA decode, a
+    # launch with more programs per SM and another flat launch, side by side
+    assert operands == ["f16", "f16", "e4m3", "f16", "f16"]
+    default, split = data["decode"][1:3]
+    assert default["label"] == "default" and default["programs_per_sm"] == 3
+    assert split["programs_per_sm"] == 0 and data["best"]["a"]["split_over_default"][0] > 0
     assert "e4m3 MMAs" in proc.stdout and data["best"]["a"]["e4m3_over_default"] > 0
     capped, flat = data["decode"][-2:]
     assert capped["maxnreg"] == 128 and capped["num_stages"] == 2

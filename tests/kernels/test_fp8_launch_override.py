@@ -36,13 +36,15 @@ def run_python(code: str, **env):
 def test_engine_default_and_benchmark_record_follow_the_variable():
     code = ("from zipage.kernels.fp8_launch import FP8_DECODE as L; import torch; "
             "from scripts.common import environment; "
-            "print(L.num_stages, L.maxnreg, environment(torch.device('cpu'))"
+            "print(L.num_stages, L.maxnreg, L.programs_per_sm, environment(torch.device('cpu'))"
             ".get('zipage_overrides'))")
     plain = run_python(code)
     assert plain.returncode == 0, plain.stderr
-    assert plain.stdout.split() == ["3", "None", "None"]
-    over = run_python(code, ZIPAGE_FP8_DECODE_LAUNCH="num_stages=2,maxnreg=128")
+    assert plain.stdout.split() == ["2", "None", "3", "None"]
+    # the split kernel it replaced, for an A/B in the engine
+    over = run_python(code, ZIPAGE_FP8_DECODE_LAUNCH="num_stages=3,programs_per_sm=0")
     assert over.returncode == 0, over.stderr
-    assert over.stdout.startswith("2 128 {'ZIPAGE_FP8_DECODE_LAUNCH': 'num_stages=2,maxnreg=128'}")
+    assert over.stdout.startswith(
+        "3 None 0 {'ZIPAGE_FP8_DECODE_LAUNCH': 'num_stages=3,programs_per_sm=0'}")
     bad = run_python(code, ZIPAGE_FP8_DECODE_LAUNCH="stages=2")
     assert bad.returncode != 0 and "'stages=2' is not NAME=INTEGER" in bad.stderr

@@ -168,20 +168,19 @@ def flat_maxnreg(launch) -> int | None:
     return None if fit >= 255 else fit
 
 
-def check_flat_launch(quant: bool, v_transposed: bool, launch, head_dim: int,
-                      block_size: int) -> None:
-    """Refuse, with the reason, a flat-kernel launch (programs_per_sm) it cannot run."""
+def flat_refusal(quant: bool, v_transposed: bool, launch, head_dim: int,
+                 block_size: int) -> str | None:
+    """Why the flat kernel cannot run this launch (programs_per_sm set), or None."""
     if not (quant and v_transposed):
-        raise ValueError("programs_per_sm (the flat decode kernel): for an fp8 cache with V "
-                         "stored transposed (fp8.transposed_v_view)")
+        return ("programs_per_sm (the flat decode kernel): for an fp8 cache with V stored "
+                "transposed (fp8.transposed_v_view)")
     if launch.operand not in (torch.float16, torch.bfloat16, torch.float32):
-        raise ValueError(f"programs_per_sm: the flat kernel takes f16, bf16 or f32 operands, "
-                         f"not {launch.operand}")
+        return (f"programs_per_sm: the flat kernel takes f16, bf16 or f32 operands, not "
+                f"{launch.operand}")
     if block_size % launch.tile_n or head_dim & (head_dim - 1) or head_dim < 16:
-        raise ValueError(f"programs_per_sm: tile_n {launch.tile_n} must divide the block size "
-                         f"{block_size} and head dim {head_dim} be a power of two >= 16")
-    if launch.programs_per_sm < 1:
-        raise ValueError(f"programs_per_sm must be >= 1, got {launch.programs_per_sm}")
+        return (f"programs_per_sm: tile_n {launch.tile_n} must divide the block size "
+                f"{block_size} and head dim {head_dim} be a power of two >= 16")
+    return None
 
 
 def paged_decode_flat(q, k_cache, v_cache, k_scale, v_scale, block_tables, context_lens,

@@ -4,9 +4,11 @@ An FP8 K/V tile is half the bytes of a bf16 one, so the tiles and pipelines that
 latency of bf16 loads are too small here: the FP8 defaults take twice the keys per tile and
 a deeper pipeline. Every value can be overridden per call (the wrappers' tile_n, num_warps,
 num_stages, fp8_operand, fp8_v_in_registers arguments), which is how
-scripts/throughput/fp8_kernels.py compares variants on the GPU. On the H200 the decode
-default is the fastest variant at 512 x 2048; at 64 x 16384 2 stages and 8 splits read 3%
-faster (83.8% vs 81.5% of the byte roofline; docs/fp8.md), within the spread between calls.
+scripts/throughput/fp8_kernels.py compares variants on the GPU. The decode default is the
+flat kernel (fp8_decode_flat.py), 3 programs per SM, 2 stages: on an H100 95.0% / 91.5% of
+the FP8 byte roofline at 512 x 2048 / 64 x 16384, against the split kernel's 81.0% / 83.0%
+(FP8_DECODE_SPLIT, the former default; docs/fp8.md). Where the flat kernel cannot read a
+cache (V in rows, a block size tile_n does not divide) the split kernel runs.
 
 V layout: the engine's FP8 V cache is stored transposed per block (fp8.transposed_v_view),
 read like K (keys contiguous): decode at 78% / 82% of the FP8 byte roofline at 512 x 2048 /
@@ -41,8 +43,8 @@ class Launch:
     operand is made in registers (fp8_tiles.weighted_v_operand; False: read as bytes), and
     (decode) a cap on registers per thread, Triton's maxnreg: None lets the compiler choose;
     a lower cap fits more programs per SM, paid in spills (decode_occupancy prints both);
-    (decode) programs_per_sm: None runs a program per (request, KV head, split), a number
-    runs the flat kernel (fp8_decode_flat.py) with that many programs per SM."""
+    (decode) programs_per_sm: None or 0 runs the split kernel, a program per (request, KV
+    head, split); a number, the flat kernel (fp8_decode_flat.py) with that many per SM."""
     operand: torch.dtype
     tile_n: int
     num_warps: int
@@ -73,23 +75,26 @@ def launch_from_text(default: Launch, text: str) -> Launch:
 
 # The FP8 decode launch; ZIPAGE_FP8_DECODE_LAUNCH overrides it for a benchmark process (a
 # candidate from the sweep timed in the engine without an edit; the runs record it).
-_FP8_DECODE_CODE = Launch(torch.float16, tile_n=128, num_warps=4, num_stages=3,
-                         v_in_registers=False)
+# The split kernel's launch (a program per request, KV head and split), the default until the
+# flat kernel: on an H100 the flat kernel reads 95.0% / 91.5% of the byte roofline at
+# 512 x 2048 / 64 x 16384 against its 81.0% / 83.0% (docs/fp8.md; the H200 is not yet measured).
+FP8_DECODE_SPLIT = Launch(torch.float16, tile_n=128, num_warps=4, num_stages=3,
+                          v_in_registers=False)
+_FP8_DECODE_CODE = replace(FP8_DECODE_SPLIT, num_stages=2, programs_per_sm=3)
 FP8_DECODE = launch_from_text(_FP8_DECODE_CODE, os.environ.get(DECODE_LAUNCH_ENV, ""))
 # Candidates with more programs per SM (the sweep's occupancy rows; docs/fp8.md): 2 stages
 # need 41 KiB of shared memory, so registers bind; a cap of 128 gives 4 per SM, 96 gives 5.
 # Fewer warps per program: fewer cross-warp reductions per tile (8 warps read far slower
 # than 4), 8 one-warp or 4 two-warp programs per SM.
-FP8_DECODE_OCCUPANCY = tuple(replace(_FP8_DECODE_CODE, **changes) for changes in (
+FP8_DECODE_OCCUPANCY = tuple(replace(FP8_DECODE_SPLIT, **changes) for changes in (
     dict(num_stages=2, maxnreg=128), dict(num_stages=2, maxnreg=96),
     dict(tile_n=64, maxnreg=96), dict(tile_n=64, num_warps=1, num_stages=2),
     dict(num_warps=2, num_stages=2)))
-# The flat kernel (fp8_decode_flat.py): one loop over all the tiles of a program's items, so
-# the load pipeline fills once per program rather than once per (request, KV head, split).
+# The flat kernel's other launches (fp8_decode_flat.py: one loop over all the tiles of a
+# program's items, so the load pipeline fills once per program, not once per item).
 FP8_DECODE_FLAT = tuple(replace(_FP8_DECODE_CODE, **changes) for changes in (
-    dict(programs_per_sm=3), dict(programs_per_sm=3, num_stages=2),
-    dict(programs_per_sm=4, num_stages=2), dict(programs_per_sm=2),
-    dict(programs_per_sm=1, tile_n=256, num_stages=2)))
+    dict(num_stages=3), dict(programs_per_sm=4), dict(programs_per_sm=2, num_stages=3),
+    dict(programs_per_sm=1, tile_n=256)))
 # decode with e4m3 MMAs (fp8_decode_mma.py): 2 stages keep 3 programs per SM (73 KiB each)
 E4M3_DECODE = Launch(FP8_DTYPE, tile_n=128, num_warps=4, num_stages=2, v_in_registers=False)
 FP8_PREFILL = Launch(torch.float16, tile_n=64, num_warps=8, num_stages=3, tile_m=128)

@@ -7,9 +7,11 @@ once, so each K/V tile is loaded once per group, and writes unnormalised partial
 the S partials. With S = 1 (large batches: B * H_kv programs fill the GPU) kernel 1 writes
 the normalised output itself and kernel 2 is not launched. Key ranges come from
 context_lens inside the kernel, so grid and scratch depend only on shapes: the pair is
-CUDA-graph capturable. An FP8 cache (k/v_scale given) takes fp8_tiles.py's tile loop and
-fp8_launch.FP8_DECODE: per token and layer of Qwen3-8B it reads 2,112 B against bf16's
-4,096, for the same 16,384 FLOP (docs/fp8.md counts them).
+CUDA-graph capturable. Kernel 1 is paged_decode_split.py's; on an FP8 cache (k/v_scale
+given) with V stored transposed it is by default fp8_decode_flat.py's flat kernel instead (a
+few programs per SM, each looping over the tiles of several (request, KV head, split)
+items; fp8_launch.FP8_DECODE). FP8 per token and layer of Qwen3-8B reads 2,112 B against
+bf16's 4,096, for the same 16,384 FLOP (docs/fp8.md counts them).
 """
 import functools
 import math
@@ -18,77 +20,17 @@ import torch
 
 from zipage.kernels._dispatch import cdiv, next_pow2, tl, triton, use_triton
 from zipage.kernels.fp8 import FP8_DTYPE, check_scales, dequantize_reference, v_layout
-from zipage.kernels.fp8_decode_mma import (_split_e4m3_kernel, check_e4m3_launch,
-                                           e4m3_group_pad)
+from zipage.kernels.fp8_decode_mma import check_e4m3_launch
 from zipage.kernels.fp8_decode_mma_reference import paged_decode_e4m3_reference
-from zipage.kernels.fp8_decode_flat import (check_flat_launch, flat_num_splits, flat_programs,
+from zipage.kernels.fp8_decode_flat import (flat_num_splits, flat_programs, flat_refusal,
                                             paged_decode_flat)
 from zipage.kernels.fp8_launch import (DECODE_OPERANDS, E4M3_DECODE, FP8_DECODE, Launch,
                                        check_v_path, launch_for)
-from zipage.kernels.fp8_tiles import attend_tiles
-from zipage.kernels.paged_tiles import LOG2E, dot_args, dot_operand, split_key_range
+from zipage.kernels.paged_decode_split import launch_split_kernel
 
 
 # launch of a full-precision cache (operand: the cache dtype); FP8: fp8_launch.FP8_DECODE
 _DECODE = Launch(torch.bfloat16, tile_n=64, num_warps=4, num_stages=2)
-
-
-@triton.jit(do_not_specialize=["stride_table_row", "num_splits"])
-def _split_kernel(q_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
-                  block_tables_ptr, context_lens_ptr,
-                  partial_out_ptr, partial_max_ptr, partial_sum_ptr, out_ptr, qk_scale,
-                  stride_q_seq, stride_q_head, stride_k_block, stride_k_slot, stride_k_head,
-                  stride_v_head, stride_table_row, stride_out_seq, stride_out_head, num_q_heads,
-                  num_splits,
-                  DIRECT: tl.constexpr, GROUP: tl.constexpr,
-                  HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr,
-                  GROUP_PAD: tl.constexpr, HEAD_DIM_PAD: tl.constexpr,
-                  DOT_DTYPE: tl.constexpr, DOT_PREC: tl.constexpr, QUANT: tl.constexpr,
-                  V_IN_REGISTERS: tl.constexpr, V_T: tl.constexpr):
-    seq = tl.program_id(0)
-    kv_head = tl.program_id(1)
-    split = tl.program_id(2)
-    ctx = tl.load(context_lens_ptr + seq)
-    key_start, key_end, full_end = split_key_range(ctx, split, num_splits, TILE_N)
-
-    g = tl.arange(0, GROUP_PAD)  # padded to >= 16 rows for tl.dot; extra rows are masked
-    cols = tl.arange(0, HEAD_DIM_PAD)
-    heads = kv_head * GROUP + g
-    g_ok = g < GROUP
-    q = tl.load(q_ptr + seq.to(tl.int64) * stride_q_seq + heads[:, None] * stride_q_head
-                + cols[None, :], mask=g_ok[:, None] & (cols[None, :] < HEAD_DIM), other=0.0)
-    q = dot_operand(q, DOT_DTYPE)
-
-    m_i = tl.full([GROUP_PAD], float("-inf"), tl.float32)
-    l_i = tl.zeros([GROUP_PAD], tl.float32)
-    acc = tl.zeros([GROUP_PAD, HEAD_DIM_PAD], tl.float32)
-    last_key = tl.zeros([GROUP_PAD], tl.int32) + ctx - 1  # every head sees the whole context
-    table_row = block_tables_ptr + seq.to(tl.int64) * stride_table_row
-    head_offset = kv_head * stride_k_head
-    v_head_offset = kv_head * stride_v_head
-    m_i, l_i, acc = attend_tiles(
-        q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr, table_row,
-        head_offset, v_head_offset, stride_k_block, stride_k_slot, key_start, full_end,
-        last_key, qk_scale, False, BLOCK_SIZE, TILE_N, HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE,
-        DOT_PREC, QUANT, V_IN_REGISTERS, V_T)
-    m_i, l_i, acc = attend_tiles(  # the context's partial last tile, if in this split
-        q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr, table_row,
-        head_offset, v_head_offset, stride_k_block, stride_k_slot,
-        tl.maximum(key_start, full_end), key_end, last_key, qk_scale, True, BLOCK_SIZE, TILE_N,
-        HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC, QUANT, V_IN_REGISTERS, V_T)
-
-    if DIRECT:  # the only split: normalise here (context_len 0 -> zeros, as the merge does)
-        o = tl.where(l_i[:, None] > 0, acc / tl.where(l_i > 0, l_i, 1.0)[:, None], 0.0)
-        tl.store(out_ptr + seq.to(tl.int64) * stride_out_seq + heads[:, None] * stride_out_head
-                 + cols[None, :], o.to(out_ptr.dtype.element_ty),
-                 mask=g_ok[:, None] & (cols[None, :] < HEAD_DIM))
-        return
-    # empty splits (incl. context_len 0) store m=-inf, l=0, acc=0; the merge ignores them
-    row = ((seq * num_q_heads + heads) * num_splits + split).to(tl.int64)
-    tl.store(partial_max_ptr + row, m_i, mask=g_ok)
-    tl.store(partial_sum_ptr + row, l_i, mask=g_ok)
-    tl.store(partial_out_ptr + row[:, None] * HEAD_DIM + cols[None, :], acc,
-             mask=g_ok[:, None] & (cols[None, :] < HEAD_DIM))
 
 
 @triton.jit(do_not_specialize=["num_splits"])
@@ -169,7 +111,9 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
     maxnreg:      a cap on the split kernel's registers per thread (fp8_launch.Launch);
                   None: the launch's (the compiler's choice by default).
     programs_per_sm: an fp8 cache with V stored transposed read by the flat kernel
-                  (fp8_decode_flat.py) with this many programs per SM; None: the launch's.
+                  (fp8_decode_flat.py) with this many programs per SM (an error where it
+                  cannot run); 0: the split kernel; None: the launch's (FP8_DECODE's flat
+                  kernel where it can run, else the split kernel).
     Returns out (B, H_q, D) in q.dtype. No host sync: CUDA-graph capturable.
     """
     if not use_triton(q):
@@ -195,9 +139,11 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
     e4m3 = launch.operand == FP8_DTYPE  # e4m3 MMAs, keys as rows (fp8_decode_mma.py)
     if e4m3:
         check_e4m3_launch(v_transposed, launch.tile_n)
-    flat = launch.programs_per_sm is not None
+    refusal = launch.programs_per_sm and flat_refusal(quant, v_transposed, launch, D, bs)
+    if refusal and programs_per_sm:  # asked for by the caller: say why not
+        raise ValueError(refusal)
+    flat = bool(launch.programs_per_sm) and not refusal  # else the split kernel
     if flat:
-        check_flat_launch(quant, v_transposed, launch, D, bs)
         slots = _device_sms(q.device) * launch.programs_per_sm
     if num_splits is None and flat:
         num_splits = flat_num_splits(B, H_kv, cdiv(block_tables.shape[1] * bs, launch.tile_n),
@@ -221,9 +167,9 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
         paged_decode_flat(q, k_cache, v_cache, k_scale, v_scale, block_tables, context_lens,
                           scale, out, scratch, num_splits, programs, launch)
     else:
-        _launch_split_kernel(q, k_cache, v_cache, k_scale, v_scale, block_tables,
-                             context_lens, scale, out, scratch, num_splits, launch, quant,
-                             v_transposed, stride_v_head, d_pad)
+        launch_split_kernel(q, k_cache, v_cache, k_scale, v_scale, block_tables, context_lens,
+                            scale, out, scratch, num_splits, launch, quant, v_transposed,
+                            stride_v_head, d_pad)
     if num_splits == 1:
         return out
     _merge_kernel[(B, H_q)](
@@ -231,33 +177,6 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
         num_splits, HEAD_DIM=D, SPLITS_PAD=max(2, next_pow2(num_splits)), HEAD_DIM_PAD=d_pad,
         num_warps=1 if d_pad <= 128 else 2)
     return out
-
-
-def _launch_split_kernel(q, k_cache, v_cache, k_scale, v_scale, block_tables, context_lens,
-                         scale, out, scratch, num_splits, launch, quant, v_transposed,
-                         stride_v_head, d_pad):
-    """Kernel 1 as a program per (request, KV head, split): the split kernel, or with e4m3
-    MMAs fp8_decode_mma's."""
-    B, H_q, D = q.shape
-    bs, H_kv = k_cache.shape[1], k_cache.shape[2]
-    G = H_q // H_kv
-    if launch.operand == FP8_DTYPE:
-        kernel, d_pad = _split_e4m3_kernel, max(32, d_pad)
-        constexprs = dict(GROUP_PAD=e4m3_group_pad(G))
-    else:
-        kernel = _split_kernel
-        constexprs = dict(GROUP_PAD=max(16, next_pow2(G)), **dot_args(launch.operand),
-                          QUANT=quant, V_IN_REGISTERS=launch.v_in_registers, V_T=v_transposed)
-    partial_out, partial_max, partial_sum = scratch
-    kernel[(B, H_kv, num_splits)](
-        q, k_cache, v_cache, k_scale if quant else k_cache, v_scale if quant else v_cache,
-        block_tables, context_lens, partial_out, partial_max,
-        partial_sum, out, scale * LOG2E, q.stride(0), q.stride(1), k_cache.stride(0),
-        k_cache.stride(1), k_cache.stride(2), stride_v_head, block_tables.stride(0),
-        out.stride(0), out.stride(1), H_q, num_splits, DIRECT=num_splits == 1, GROUP=G,
-        HEAD_DIM=D, BLOCK_SIZE=bs, TILE_N=launch.tile_n, HEAD_DIM_PAD=d_pad, **constexprs,
-        num_warps=launch.num_warps, num_stages=launch.num_stages,
-        **({} if launch.maxnreg is None else {"maxnreg": launch.maxnreg}))
 
 
 def paged_decode_attention_reference(q, k_cache, v_cache, block_tables, context_lens, scale,

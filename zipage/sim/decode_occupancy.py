@@ -26,10 +26,12 @@ MAX_BLOCKS_PER_SM = 32
 
 
 def engine_launch(fp8: bool):
-    """The decode launch the engine uses for this cache (paged_decode / fp8_launch)."""
-    from zipage.kernels.fp8_launch import FP8_DECODE
+    """The split kernel's decode launch for this cache (paged_decode / fp8_launch). An FP8
+    cache's default is now the flat kernel (fp8_decode_flat.py), which this diagnostic does
+    not compile: FP8_DECODE_SPLIT, the launch it replaced, stands for FP8 here."""
+    from zipage.kernels.fp8_launch import FP8_DECODE_SPLIT
     from zipage.kernels.paged_decode import _DECODE
-    return FP8_DECODE if fp8 else _DECODE
+    return FP8_DECODE_SPLIT if fp8 else _DECODE
 
 
 def compile_split_kernel(fp8: bool, launch=None):
@@ -43,7 +45,7 @@ def compile_split_kernel(fp8: bool, launch=None):
 
     from zipage.kernels.fp8 import FP8_DTYPE
     from zipage.kernels.fp8_decode_mma import _split_e4m3_kernel, e4m3_group_pad
-    from zipage.kernels.paged_decode import _split_kernel
+    from zipage.kernels.paged_decode_split import _split_kernel
     from zipage.kernels.paged_tiles import dot_args
     launch = launch or engine_launch(fp8)
     e4m3 = launch.operand == FP8_DTYPE
