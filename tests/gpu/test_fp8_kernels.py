@@ -232,7 +232,21 @@ def test_engine_fp8_on_cuda_is_close_to_bf16():
     # redundancy term flips more near-ties of this random model (CPU 0.43, the H200 0.434 on
     # 2026-12-04), which says nothing about the cache. The real-model bound (≤ 0.01 nats) is
     # the fidelity benchmark's (docs/fp8.md).
-    for decode in ("f16", "e4m3"):
+    # block 128: the flat decode kernel (the FP8 default where the block holds whole 128-key
+    # tiles; at block 16 the split kernel runs); Full KV, so the block size changes nothing else
+    from tests.kernels.kernel_testlib import compiled_variants
+    from zipage.kernels.fp8_decode_flat import _flat_kernel
+    before = compiled_variants(_flat_kernel)
+    llm = LLM(folder, block_size=128, kv_cache_dtype="fp8", max_model_len=1024,
+              kv_cache_tokens=8192, max_num_seqs=8)
+    outs = llm.generate(prompts, [SamplingParams(temperature=0, forced_tokens=t) for t in texts],
+                        use_tqdm=False)
+    lps["fp8", "flat", None] = torch.tensor([o.metrics["forced_logprobs"] for o in outs])
+    llm.shutdown()
+    assert compiled_variants(_flat_kernel) > before  # the engine's decode ran the flat kernel
+    for decode in ("f16", "e4m3", "flat"):
         for budget, bound in ((None, 0.1), (128, 0.35)):
+            if (decode, budget) == ("flat", 128):
+                continue
             diff = (lps["fp8", decode, budget] - lps["auto", "f16", budget]).abs()
             assert diff.mean() < bound, (decode, budget, diff.mean())
