@@ -23,6 +23,8 @@ fp8_launch.FP8_DECODE_OCCUPANCY (a register cap, or fewer warps per program: 4 t
 programs per SM instead of 3, split kernel), timed next to the default. Flat rows: the flat
 kernel's other launches (fp8_launch.FP8_DECODE_FLAT: 1 to 4 programs per SM, each one loop
 over the tiles of several (request, KV head, split) items).
+Split counts: the flat kernel's own rule (fp8_decode_flat.flat_num_splits) for its rows, the
+split kernel's (paged_decode.default_num_splits) for the others, unless a row sets one.
 Search (default): operand x tile_n x num_warps at 3 stages and the default split count, then
 num_stages, then num_splits for the best; --full-grid times the whole product (slow).
 The best variant per shape is what fp8_launch.FP8_DECODE should hold.
@@ -56,7 +58,8 @@ def decode_rows(name, rows, ctx, dims, copy, args, device):
     from zipage.kernels.fp8 import copy_to_transposed_v
     from zipage.kernels.fp8_launch import (E4M3_DECODE, FP8_DECODE, FP8_DECODE_FLAT,
                                            FP8_DECODE_OCCUPANCY, FP8_DECODE_SPLIT)
-    from zipage.kernels.paged_decode import (decode_scratch, default_num_splits,
+    from zipage.kernels.fp8_decode_flat import flat_num_splits
+    from zipage.kernels.paged_decode import (_device_sms, decode_scratch, default_num_splits,
                                              paged_decode_attention)
     H_q, H_kv, D, bs = dims["H_q"], dims["H_kv"], dims["D"], dims["bs"]
     torch.manual_seed(0)
@@ -72,8 +75,14 @@ def decode_rows(name, rows, ctx, dims, copy, args, device):
         if key in seen:  # the search meets a variant again: time it once
             return seen[key]
         k, v, ks, vs, table = cache
-        splits = variant.get("num_splits") or default_num_splits(
-            rows, H_kv, table.shape[1] * bs, q.device, variant.get("tile_n") or 64)
+        tile_n = variant.get("tile_n") or 64
+        per_sm = variant.get("programs_per_sm", FP8_DECODE.programs_per_sm)
+        flat = kind == "fp8" and per_sm and variant.get("v_path") == "transposed" and \
+            variant.get("operand") != "e4m3"  # the flat kernel: its own split rule
+        splits = variant.get("num_splits") or (
+            flat_num_splits(rows, H_kv, -(-table.shape[1] * bs // tile_n),
+                            _device_sms(q.device) * per_sm) if flat else
+            default_num_splits(rows, H_kv, table.shape[1] * bs, q.device, tile_n))
         scratch = decode_scratch(rows, H_q, D, splits, q.device)
         kw = {key: val for key, val in variant.items() if key not in ("num_splits", "label")}
         if "operand" in kw:
