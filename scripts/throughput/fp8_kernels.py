@@ -34,6 +34,7 @@ import itertools
 import json
 import os
 import sys
+from dataclasses import replace
 
 import torch
 
@@ -58,8 +59,9 @@ def decode_rows(name, rows, ctx, dims, copy, args, device):
     from zipage.kernels.fp8 import copy_to_transposed_v
     from zipage.kernels.fp8_launch import (E4M3_DECODE, FP8_DECODE, FP8_DECODE_FLAT,
                                            FP8_DECODE_OCCUPANCY, FP8_DECODE_SPLIT)
-    from zipage.kernels.fp8_decode_flat import flat_num_splits
-    from zipage.kernels.paged_decode import (_device_sms, decode_scratch, default_num_splits,
+    from zipage.kernels.fp8_decode_flat import flat_num_splits, flat_programs_per_sm
+    from zipage.kernels.paged_decode import (_device_shared_per_sm, _device_sms,
+                                             decode_scratch, default_num_splits,
                                              paged_decode_attention)
     H_q, H_kv, D, bs = dims["H_q"], dims["H_kv"], dims["D"], dims["bs"]
     torch.manual_seed(0)
@@ -79,6 +81,10 @@ def decode_rows(name, rows, ctx, dims, copy, args, device):
         per_sm = variant.get("programs_per_sm", FP8_DECODE.programs_per_sm)
         flat = kind == "fp8" and per_sm and variant.get("v_path") == "transposed" and \
             variant.get("operand") != "e4m3"  # the flat kernel: its own split rule
+        if flat:  # the programs per SM the wrapper will run (fewer if they do not fit)
+            per_sm = flat_programs_per_sm(replace(
+                FP8_DECODE, tile_n=tile_n, num_stages=variant.get("num_stages", 2),
+                programs_per_sm=per_sm), D, _device_shared_per_sm(q.device))
         splits = variant.get("num_splits") or (
             flat_num_splits(rows, H_kv, -(-table.shape[1] * bs // tile_n),
                             _device_sms(q.device) * per_sm) if flat else

@@ -8,7 +8,7 @@ from kernel_testlib import (BF16, F32, assert_fp8_close, decode_batch, fp8_cache
                             poisoned_decode_outputs, v_transposed)
 
 from zipage.kernels import paged_decode_attention, paged_decode_attention_reference
-from zipage.kernels.fp8_decode_flat import flat_num_splits, flat_programs
+from zipage.kernels.fp8_decode_flat import flat_num_splits, flat_programs, flat_programs_per_sm
 
 CTX = [0, 1, 15, 16, 17, 45, 70, 130]
 
@@ -72,6 +72,18 @@ def test_flat_splits_and_programs():
     assert flat_programs(4096, 132, 3) == 396
     assert flat_programs(10, 132, 3) == 10  # never more programs than items
     assert flat_programs(64 * 1000, 4, 1) == 1000  # at most ITEMS_PAD items each
+
+
+def test_flat_programs_fit_the_shared_memory_of_the_sm():
+    """The grid assumes its programs are resident at once: on sm_90 (228 KiB per SM) the
+    default's 3 fit; on sm_89 (100 KiB) only 2, so the grid shrinks rather than run a second
+    round of programs."""
+    from zipage.kernels.fp8_launch import FP8_DECODE, FP8_DECODE_FLAT
+    assert flat_programs_per_sm(FP8_DECODE, 128, 228 * 1024) == 3
+    assert flat_programs_per_sm(FP8_DECODE, 128, 100 * 1024) == 2
+    three_stages = FP8_DECODE_FLAT[0]
+    assert three_stages.num_stages == 3 and flat_programs_per_sm(three_stages, 128,
+                                                                 100 * 1024) == 1
 
 
 def test_default_falls_back_to_the_split_kernel_where_flat_cannot_run(triton_cpu):

@@ -148,6 +148,17 @@ def flat_programs(num_items: int, num_sms: int, programs_per_sm: int) -> int:
     return max(min(num_items, num_sms * programs_per_sm), cdiv(num_items, ITEMS_PAD), 1)
 
 
+def flat_programs_per_sm(launch, head_dim: int, shared_per_sm: int) -> int:
+    """launch.programs_per_sm, or fewer where the SM's shared memory cannot hold that many
+    (sm_89's 100 KiB): programs beyond those resident would run as a second round. The
+    estimate, (stages - 1) K/V tiles and scales, P and partials staging, is what the sm_90
+    compile allocates at 128 keys x 128 (37,888 to 75,776 B; zipage/sim/flat_occupancy.py);
+    registers fit by flat_maxnreg's cap."""
+    tile = launch.tile_n
+    shared = (launch.num_stages - 1) * (2 * tile * head_dim + 8 * tile) + 2 * 16 * tile * 2
+    return max(1, min(launch.programs_per_sm, shared_per_sm // (shared + 1024)))
+
+
 def flat_num_splits(rows: int, num_kv_heads: int, max_tiles: int, slots: int) -> int:
     """Splits per (request, KV head) for the flat kernel on `slots` programs: the fewest
     whose busiest program's share of a context, ceil(items / slots) / splits, is within 3%

@@ -15,6 +15,7 @@ bf16's 4,096, for the same 16,384 FLOP (docs/fp8.md counts them).
 """
 import functools
 import math
+from dataclasses import replace
 
 import torch
 
@@ -22,7 +23,8 @@ from zipage.kernels._dispatch import cdiv, next_pow2, tl, triton, use_triton
 from zipage.kernels.fp8 import FP8_DTYPE, check_scales, dequantize_reference, v_layout
 from zipage.kernels.fp8_decode_mma import check_e4m3_launch
 from zipage.kernels.fp8_decode_mma_reference import paged_decode_e4m3_reference
-from zipage.kernels.fp8_decode_flat import (flat_num_splits, flat_programs, flat_refusal,
+from zipage.kernels.fp8_decode_flat import (flat_num_splits, flat_programs,
+                                            flat_programs_per_sm, flat_refusal,
                                             paged_decode_flat)
 from zipage.kernels.fp8_launch import (DECODE_OPERANDS, E4M3_DECODE, FP8_DECODE, Launch,
                                        check_v_path, launch_for)
@@ -67,6 +69,15 @@ def _device_sms(device: torch.device) -> int:
     if device.type != "cuda":
         return 4
     return _num_sms(device.index if device.index is not None else torch.cuda.current_device())
+
+
+@functools.lru_cache(maxsize=None)
+def _device_shared_per_sm(device: torch.device) -> int:
+    """Shared memory per SM of a CUDA device (228 KiB on sm_90, as for the interpreter)."""
+    if device.type != "cuda":
+        return 228 * 1024
+    props = torch.cuda.get_device_properties(device)
+    return getattr(props, "shared_memory_per_multiprocessor", 228 * 1024)
 
 
 def default_num_splits(batch: int, num_kv_heads: int, max_keys: int, device: torch.device,
@@ -144,6 +155,8 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
         raise ValueError(refusal)
     flat = bool(launch.programs_per_sm) and not refusal  # else the split kernel
     if flat:
+        launch = replace(launch, programs_per_sm=flat_programs_per_sm(
+            launch, D, _device_shared_per_sm(q.device)))
         slots = _device_sms(q.device) * launch.programs_per_sm
     if num_splits is None and flat:
         num_splits = flat_num_splits(B, H_kv, cdiv(block_tables.shape[1] * bs, launch.tile_n),
