@@ -77,6 +77,8 @@ def _flat_kernel(q_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
     key = start
     block = tl.load(block_tables_ptr + seq.to(tl.int64) * stride_table_row + key // BLOCK_SIZE,
                     mask=key < end, other=0)
+    # q stays in registers for the item (re-read at an item change); the mask compares a
+    # vector, since the interpreter rejects a scalar i1 mask broadcast against one
     q = dot_operand(tl.load(q_ptr + seq.to(tl.int64) * stride_q_seq
                             + (kv_head * GROUP + g)[:, None] * stride_q_head + cols[None, :],
                             mask=(g_ok & (g * 0 + w < num_items))[:, None], other=0.0), DOT_DTYPE)
@@ -106,6 +108,8 @@ def _flat_kernel(q_ptr, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
                     tl.trans(fp8_operand(v, DOT_DTYPE)), input_precision=DOT_PREC)
         acc = acc * alpha[:, None] + pv * v_max
 
+        # Two branches on one test, kept apart so that the item change, which feeds the next
+        # tiles' loads (the pipeline's first stage), does not wait on this tile's acc (its last)
         if j + 1 == tiles:  # the item's last tile: its output
             heads = kv_head * GROUP + g
             if DIRECT:
