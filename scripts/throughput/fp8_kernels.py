@@ -23,8 +23,8 @@ fp8_launch.FP8_DECODE_OCCUPANCY (a register cap, or fewer warps per program: 4 t
 programs per SM instead of 3, split kernel), timed next to the default. Flat rows: the flat
 kernel's other launches (fp8_launch.FP8_DECODE_FLAT: 1 to 4 programs per SM, each one loop
 over the tiles of several (request, KV head, split) items).
-Split counts: the flat kernel's own rule (fp8_decode_flat.flat_num_splits) for its rows, the
-split kernel's (paged_decode.default_num_splits) for the others, unless a row sets one.
+Split counts: what the call itself uses (paged_decode.plan_decode: the flat kernel's rule for
+its rows, the split kernel's for the others), unless a row sets one.
 Search (default): operand x tile_n x num_warps at 3 stages and the default split count, then
 num_stages, then num_splits for the best; --full-grid times the whole product (slow).
 The best variant per shape is what fp8_launch.FP8_DECODE should hold.
@@ -34,7 +34,6 @@ import itertools
 import json
 import os
 import sys
-from dataclasses import replace
 
 import torch
 
@@ -59,10 +58,7 @@ def decode_rows(name, rows, ctx, dims, copy, args, device):
     from zipage.kernels.fp8 import copy_to_transposed_v
     from zipage.kernels.fp8_launch import (E4M3_DECODE, FP8_DECODE, FP8_DECODE_FLAT,
                                            FP8_DECODE_OCCUPANCY, FP8_DECODE_SPLIT)
-    from zipage.kernels.fp8_decode_flat import flat_num_splits, flat_programs_per_sm
-    from zipage.kernels.paged_decode import (_device_shared_per_sm, _device_sms,
-                                             decode_scratch, default_num_splits,
-                                             paged_decode_attention)
+    from zipage.kernels.paged_decode import decode_scratch, paged_decode_attention, plan_decode
     H_q, H_kv, D, bs = dims["H_q"], dims["H_kv"], dims["D"], dims["bs"]
     torch.manual_seed(0)
     q = torch.randn(rows, H_q, D, device=device, dtype=torch.bfloat16)
@@ -77,19 +73,6 @@ def decode_rows(name, rows, ctx, dims, copy, args, device):
         if key in seen:  # the search meets a variant again: time it once
             return seen[key]
         k, v, ks, vs, table = cache
-        tile_n = variant.get("tile_n") or 64
-        per_sm = variant.get("programs_per_sm", FP8_DECODE.programs_per_sm)
-        flat = kind == "fp8" and per_sm and variant.get("v_path") == "transposed" and \
-            variant.get("operand") != "e4m3"  # the flat kernel: its own split rule
-        if flat:  # the programs per SM the wrapper will run (fewer if they do not fit)
-            per_sm = flat_programs_per_sm(replace(
-                FP8_DECODE, tile_n=tile_n, num_stages=variant.get("num_stages", 2),
-                programs_per_sm=per_sm), D, _device_shared_per_sm(q.device))
-        splits = variant.get("num_splits") or (
-            flat_num_splits(rows, H_kv, -(-table.shape[1] * bs // tile_n),
-                            _device_sms(q.device) * per_sm) if flat else
-            default_num_splits(rows, H_kv, table.shape[1] * bs, q.device, tile_n))
-        scratch = decode_scratch(rows, H_q, D, splits, q.device)
         kw = {key: val for key, val in variant.items() if key not in ("num_splits", "label")}
         if "operand" in kw:
             kw["fp8_operand"] = OPERANDS[kw.pop("operand")]
@@ -99,12 +82,16 @@ def decode_rows(name, rows, ctx, dims, copy, args, device):
                 k, v = cache[0], transposed[0]
             else:
                 kw["fp8_v_in_registers"] = v_path == "registers"
+        row = dict(workload=workload, kind=kind, **variant,
+                   splits=variant.get("num_splits") or 0)
+        try:  # the split count the call will use (each kernel's own rule unless the row sets one)
+            splits = row["splits"] = plan_decode(q, k, v, table, ks, vs,
+                                                 variant.get("num_splits"), **kw).num_splits
+            scratch = decode_scratch(rows, H_q, D, splits, q.device)
 
-        def call():
-            return paged_decode_attention(q, k, v, table, lens, D ** -0.5, splits, out,
-                                          scratch, k_scale=ks, v_scale=vs, **kw)
-        row = dict(workload=workload, kind=kind, **variant, splits=splits)
-        try:
+            def call():
+                return paged_decode_attention(q, k, v, table, lens, D ** -0.5, splits, out,
+                                              scratch, k_scale=ks, v_scale=vs, **kw)
             row["ms"] = bench_ms(call, args.cpu_smoke)
             out.fill_(float("nan"))  # a row the variant does not write shows as NaN
             call()

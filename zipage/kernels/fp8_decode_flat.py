@@ -20,7 +20,6 @@ The reference is paged_decode.paged_decode_attention_reference.
 import torch
 
 from zipage.kernels._dispatch import cdiv, next_pow2, tl, triton
-from zipage.kernels.fp8 import v_layout
 from zipage.kernels.fp8_tiles import fp8_operand, fp8_scores
 from zipage.kernels.paged_tiles import LOG2E, dot_args, dot_operand
 
@@ -199,14 +198,14 @@ def flat_refusal(quant: bool, v_transposed: bool, launch, head_dim: int,
 
 
 def paged_decode_flat(q, k_cache, v_cache, k_scale, v_scale, block_tables, context_lens,
-                      scale, out, scratch, num_splits, programs, launch):
+                      scale, out, scratch, num_splits, programs, launch, stride_v_head):
     """paged_decode_attention on an FP8 cache with V stored transposed, by the flat kernel.
 
     q: (B, H_q, D), D a power of two >= 16; k_cache (NB, b, H_kv, D) e4m3, v_cache its
     fp8.transposed_v_view; k/v_scale float32 (NB, b, H_kv); block_tables int32 (B, W);
     context_lens int32 (B,); out (B, H_q, D); scratch: paged_decode.decode_scratch(B, H_q,
     D, num_splits); programs: the grid (flat_programs); launch: an fp8_launch.Launch that
-    check_flat_launch accepts. Writes out (num_splits 1) or the partials of scratch, which
+    flat_refusal accepts; stride_v_head: v_cache's KV-head stride (fp8.v_layout). Writes out (num_splits 1) or the partials of scratch, which
     paged_decode's merge kernel combines; returns out."""
     B, H_q, D = q.shape
     _, bs, H_kv, _ = k_cache.shape
@@ -216,7 +215,7 @@ def paged_decode_flat(q, k_cache, v_cache, k_scale, v_scale, block_tables, conte
         raise ValueError(f"flat decode: {num_items} items over {programs} programs; at most "
                          f"{ITEMS_PAD} each")
     partial_out, partial_max, partial_sum = scratch
-    _, stride_v_head = v_layout(k_cache, v_cache)
+    maxnreg = flat_maxnreg(launch)
     _flat_kernel[(programs,)](
         q, k_cache, v_cache, k_scale, v_scale, block_tables, context_lens, partial_out,
         partial_max, partial_sum, out, scale * LOG2E, q.stride(0), q.stride(1),
@@ -225,5 +224,5 @@ def paged_decode_flat(q, k_cache, v_cache, k_scale, v_scale, block_tables, conte
         num_items, programs, DIRECT=num_splits == 1, GROUP=G, HEAD_DIM=D, BLOCK_SIZE=bs,
         TILE_N=launch.tile_n, GROUP_PAD=max(16, next_pow2(G)), **dot_args(launch.operand),
         ITEMS=ITEMS_PAD, num_warps=launch.num_warps, num_stages=launch.num_stages,
-        **({} if flat_maxnreg(launch) is None else {"maxnreg": flat_maxnreg(launch)}))
+        **({} if maxnreg is None else {"maxnreg": maxnreg}))
     return out

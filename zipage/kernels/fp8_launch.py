@@ -73,14 +73,14 @@ def launch_from_text(default: Launch, text: str) -> Launch:
     return replace(default, **given)
 
 
-# The FP8 decode launch; ZIPAGE_FP8_DECODE_LAUNCH overrides it for a benchmark process (a
-# candidate from the sweep timed in the engine without an edit; the runs record it).
 # The split kernel's launch (a program per request, KV head and split), the default until the
 # flat kernel: on an H100 the flat kernel reads 95.0% / 91.5% of the byte roofline at
 # 512 x 2048 / 64 x 16384 against its 81.0% / 83.0% (docs/fp8.md; the H200 is not yet measured).
 FP8_DECODE_SPLIT = Launch(torch.float16, tile_n=128, num_warps=4, num_stages=3,
                           v_in_registers=False)
 _FP8_DECODE_CODE = replace(FP8_DECODE_SPLIT, num_stages=2, programs_per_sm=3)
+# The FP8 decode launch; ZIPAGE_FP8_DECODE_LAUNCH overrides it for a benchmark process (a
+# candidate from the sweep timed in the engine without an edit; the runs record it).
 FP8_DECODE = launch_from_text(_FP8_DECODE_CODE, os.environ.get(DECODE_LAUNCH_ENV, ""))
 # Candidates with more programs per SM (the sweep's occupancy rows; docs/fp8.md): 2 stages
 # need 41 KiB of shared memory, so registers bind; a cap of 128 gives 4 per SM, 96 gives 5.

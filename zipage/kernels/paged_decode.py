@@ -15,7 +15,7 @@ bf16's 4,096, for the same 16,384 FLOP (docs/fp8.md counts them).
 """
 import functools
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -133,37 +133,14 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
             reference = paged_decode_e4m3_reference  # rounds q and P as that kernel does
         return reference(q, k_cache, v_cache, block_tables, context_lens, scale, out=out,
                          k_scale=k_scale, v_scale=v_scale)
-    quant = check_scales(k_cache, k_scale) | check_scales(v_cache, v_scale)
+    plan = plan_decode(q, k_cache, v_cache, block_tables, k_scale, v_scale, num_splits,
+                       tile_n=tile_n, num_warps=num_warps, num_stages=num_stages,
+                       fp8_operand=fp8_operand, fp8_v_in_registers=fp8_v_in_registers,
+                       maxnreg=maxnreg, programs_per_sm=programs_per_sm)
     B, H_q, D = q.shape
-    _, bs, H_kv, _ = k_cache.shape
-    assert H_q % H_kv == 0
-    v_transposed, stride_v_head = v_layout(k_cache, v_cache)
-    check_v_path(v_transposed, fp8_v_in_registers)
+    num_splits = plan.num_splits
     if q.stride(2) != 1:
         q = q.contiguous()
-    overrides = dict(tile_n=tile_n, num_warps=num_warps, num_stages=num_stages,
-                     v_in_registers=fp8_v_in_registers, maxnreg=maxnreg,
-                     programs_per_sm=programs_per_sm)
-    fp8_default = E4M3_DECODE if fp8_operand == FP8_DTYPE else FP8_DECODE
-    launch = launch_for(quant, fp8_default, _DECODE, q.dtype, k_cache.dtype, fp8_operand,
-                        DECODE_OPERANDS, **overrides)
-    e4m3 = launch.operand == FP8_DTYPE  # e4m3 MMAs, keys as rows (fp8_decode_mma.py)
-    if e4m3:
-        check_e4m3_launch(v_transposed, launch.tile_n)
-    refusal = launch.programs_per_sm and flat_refusal(quant, v_transposed, launch, D, bs)
-    if refusal and programs_per_sm:  # asked for by the caller: say why not
-        raise ValueError(refusal)
-    flat = bool(launch.programs_per_sm) and not refusal  # else the split kernel
-    if flat:
-        launch = replace(launch, programs_per_sm=flat_programs_per_sm(
-            launch, D, _device_shared_per_sm(q.device)))
-        slots = _device_sms(q.device) * launch.programs_per_sm
-    if num_splits is None and flat:
-        num_splits = flat_num_splits(B, H_kv, cdiv(block_tables.shape[1] * bs, launch.tile_n),
-                                     slots)
-    elif num_splits is None:
-        num_splits = default_num_splits(B, H_kv, block_tables.shape[1] * bs, q.device,
-                                        launch.tile_n)
     if out is None:
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
     if scratch is None:
@@ -174,15 +151,14 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
     if B == 0:
         return out
     d_pad = max(16, next_pow2(D))
-    if flat:
-        programs = flat_programs(B * H_kv * num_splits, slots // launch.programs_per_sm,
-                                 launch.programs_per_sm)
+    if plan.programs:
         paged_decode_flat(q, k_cache, v_cache, k_scale, v_scale, block_tables, context_lens,
-                          scale, out, scratch, num_splits, programs, launch)
+                          scale, out, scratch, num_splits, plan.programs, plan.launch,
+                          plan.stride_v_head)
     else:
         launch_split_kernel(q, k_cache, v_cache, k_scale, v_scale, block_tables, context_lens,
-                            scale, out, scratch, num_splits, launch, quant, v_transposed,
-                            stride_v_head, d_pad)
+                            scale, out, scratch, num_splits, plan.launch, plan.quant,
+                            plan.v_transposed, plan.stride_v_head, d_pad)
     if num_splits == 1:
         return out
     _merge_kernel[(B, H_q)](
@@ -190,6 +166,55 @@ def paged_decode_attention(q, k_cache, v_cache, block_tables, context_lens, scal
         num_splits, HEAD_DIM=D, SPLITS_PAD=max(2, next_pow2(num_splits)), HEAD_DIM_PAD=d_pad,
         num_warps=1 if d_pad <= 128 else 2)
     return out
+
+
+@dataclass(frozen=True)
+class DecodePlan:
+    """What paged_decode_attention launches: the resolved launch, the cache's kind and V
+    layout, the split count and, for the flat kernel, its grid (None: the split kernel)."""
+    launch: Launch
+    quant: bool
+    v_transposed: bool
+    stride_v_head: int
+    num_splits: int
+    programs: int | None
+
+
+def plan_decode(q, k_cache, v_cache, block_tables, k_scale=None, v_scale=None,
+                num_splits=None, fp8_operand=None, fp8_v_in_registers=None,
+                programs_per_sm=None, **overrides) -> DecodePlan:
+    """The DecodePlan of a paged_decode_attention call with these arguments (overrides:
+    tile_n, num_warps, num_stages, maxnreg); shapes only, so benchmarks size their scratch
+    with the split count the call will use."""
+    quant = check_scales(k_cache, k_scale) | check_scales(v_cache, v_scale)
+    B, _, D = q.shape
+    _, bs, H_kv, _ = k_cache.shape
+    assert q.shape[1] % H_kv == 0
+    v_transposed, stride_v_head = v_layout(k_cache, v_cache)
+    check_v_path(v_transposed, fp8_v_in_registers)
+    fp8_default = E4M3_DECODE if fp8_operand == FP8_DTYPE else FP8_DECODE
+    launch = launch_for(quant, fp8_default, _DECODE, q.dtype, k_cache.dtype, fp8_operand,
+                        DECODE_OPERANDS, v_in_registers=fp8_v_in_registers,
+                        programs_per_sm=programs_per_sm, **overrides)
+    if launch.operand == FP8_DTYPE:  # e4m3 MMAs, keys as rows (fp8_decode_mma.py)
+        check_e4m3_launch(v_transposed, launch.tile_n)
+    refusal = launch.programs_per_sm and flat_refusal(quant, v_transposed, launch, D, bs)
+    if refusal and programs_per_sm:  # asked for by the caller: say why not
+        raise ValueError(refusal)
+    max_keys = block_tables.shape[1] * bs
+    if not launch.programs_per_sm or refusal:  # the split kernel
+        if num_splits is None:
+            num_splits = default_num_splits(B, H_kv, max_keys, q.device, launch.tile_n)
+        return DecodePlan(replace(launch, programs_per_sm=None), quant, v_transposed,
+                          stride_v_head, num_splits, None)
+    launch = replace(launch, programs_per_sm=flat_programs_per_sm(
+        launch, D, _device_shared_per_sm(q.device)))
+    sms = _device_sms(q.device)
+    if num_splits is None:
+        num_splits = flat_num_splits(B, H_kv, cdiv(max_keys, launch.tile_n),
+                                     sms * launch.programs_per_sm)
+    return DecodePlan(launch, quant, v_transposed, stride_v_head, num_splits,
+                      flat_programs(B * H_kv * num_splits, sms, launch.programs_per_sm))
 
 
 def paged_decode_attention_reference(q, k_cache, v_cache, block_tables, context_lens, scale,

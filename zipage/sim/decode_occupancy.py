@@ -16,6 +16,7 @@ counts are the kernel's as this Triton compiles it.
 """
 import argparse
 import inspect
+import re
 import subprocess
 from pathlib import Path
 
@@ -39,10 +40,6 @@ def compile_split_kernel(fp8: bool, launch=None):
     Qwen3-8B's shape (GROUP 4, head dim 128, block 256; ``launch``: the engine's by default,
     an FP8 cache with V stored transposed), with the 16-byte alignment the launcher's
     specialisation gives pointers and strides."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
     from zipage.kernels.fp8 import FP8_DTYPE
     from zipage.kernels.fp8_decode_mma import _split_e4m3_kernel, e4m3_group_pad
     from zipage.kernels.paged_decode_split import _split_kernel
@@ -50,7 +47,6 @@ def compile_split_kernel(fp8: bool, launch=None):
     launch = launch or engine_launch(fp8)
     e4m3 = launch.operand == FP8_DTYPE
     kernel = _split_e4m3_kernel if e4m3 else _split_kernel
-    names = list(inspect.signature(kernel.fn).parameters)
     kv = "*fp8e4nv" if fp8 else "*bf16"
     types = {"q_ptr": "*bf16", "out_ptr": "*bf16", "k_cache_ptr": kv, "v_cache_ptr": kv,
              "k_scale_ptr": "*fp32" if fp8 else kv, "v_scale_ptr": "*fp32" if fp8 else kv,
@@ -62,21 +58,33 @@ def compile_split_kernel(fp8: bool, launch=None):
         operand = dot_args(launch.operand)
         constexprs.update(DOT_DTYPE=operand["DOT_DTYPE"], DOT_PREC=operand["DOT_PREC"],
                           QUANT=fp8, V_IN_REGISTERS=fp8 and launch.v_in_registers, V_T=fp8)
+    options = dict(num_warps=launch.num_warps, num_stages=launch.num_stages)
+    if launch.maxnreg is not None:
+        options["maxnreg"] = launch.maxnreg
+    return compile_for_sm90(kernel, types, constexprs, options)
+
+
+def compile_for_sm90(kernel, types: dict, constexprs: dict, options: dict):
+    """`kernel` (a @triton.jit decode kernel) compiled for sm_90 with these argument types
+    (others: "*fp32" for partial_* pointers, "i32"), constexprs and compile options, and the
+    16-byte alignment the launcher's specialisation gives pointers, strides and num_q_heads
+    (not stride_table_row: do_not_specialize)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    names = list(inspect.signature(kernel.fn).parameters)
     missing = [n for n in names if n.isupper() and n not in constexprs]
     if missing:  # a new constexpr of the kernel must be decided here, not defaulted
-        raise RuntimeError(f"decode_occupancy: no value for the kernel's {missing}")
+        raise RuntimeError(f"no value for the constexprs {missing} of {kernel.fn.__name__}")
     signature, attrs = {}, {}
     for i, n in enumerate(names):
         signature[n] = ("constexpr" if n in constexprs else types.get(n) or
                         ("*fp32" if n.startswith("partial") else "i32"))
         if (n.endswith("_ptr") or n.startswith("stride") or n == "num_q_heads") and \
-                n != "stride_table_row":  # do_not_specialize: no alignment known
+                n != "stride_table_row":
             attrs[(i,)] = [["tt.divisibility", 16]]
     src = ASTSource(fn=kernel, signature=signature, attrs=attrs,
                     constexprs={(names.index(k),): v for k, v in constexprs.items()})
-    options = dict(num_warps=launch.num_warps, num_stages=launch.num_stages)
-    if launch.maxnreg is not None:
-        options["maxnreg"] = launch.maxnreg
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
 
 
@@ -100,17 +108,29 @@ def registers_and_stack(kernel) -> tuple[int, int]:
     return tuple(int(usage.split(f"{name}:")[1].split()[0]) for name in ("REG", "STACK"))
 
 
+SASS_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
+
+
+def sass(kernel) -> list[tuple[int, str, str, str]]:
+    """The kernel's SASS as (address, predicate or "", opcode with modifiers, operands)."""
+    return [(int(a, 16), pred, op, args)
+            for a, pred, op, args in SASS_LINE.findall(cuobjdump(kernel, "-sass"))]
+
+
+def branch_target(args: str) -> int | None:
+    """The address in a branch's operands, None if it has none."""
+    target = re.search(r"0x([0-9a-f]+)", args)
+    return int(target.group(1), 16) if target else None
+
+
 def first_loop_opcodes(kernel) -> list[str]:
     """Opcodes (without modifiers) of the first loop of the kernel's SASS: the instructions
     from the target of the first backward branch to that branch."""
-    import re
-    lines = re.findall(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);",
-                       cuobjdump(kernel, "-sass"))
-    at = {int(a, 16): i for i, (a, _, _, _) in enumerate(lines)}
-    for i, (addr, _, op, args) in enumerate(lines):
-        target = re.search(r"0x([0-9a-f]+)", args) if op == "BRA" else None
-        if target and int(target.group(1), 16) < int(addr, 16):
-            return [o.split(".")[0] for _, _, o, _ in lines[at[int(target.group(1), 16)]:i + 1]]
+    lines = sass(kernel)
+    for addr, _, op, args in lines:
+        target = branch_target(args) if op == "BRA" else None
+        if target is not None and target < addr:
+            return [o.split(".")[0] for a, _, o, _ in lines if target <= a <= addr]
     return []
 
 

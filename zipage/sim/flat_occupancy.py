@@ -10,65 +10,42 @@ output write, run once per item).
 Same limits and caveats as decode_occupancy (this Triton may differ from the GPU machine's).
 """
 import argparse
-import inspect
-import re
 
-from zipage.sim.decode_occupancy import cuobjdump, programs_per_sm, registers_and_stack
-
-_SASS = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
+from zipage.sim.decode_occupancy import (branch_target, compile_for_sm90, programs_per_sm,
+                                         registers_and_stack, sass)
 
 
 def compile_flat_kernel(launch, direct: bool = True):
     """The flat kernel as paged_decode_attention launches it for Qwen3-8B's shape (group 4,
     head dim 128, block 256, bf16 queries) under `launch`; direct: one split (the output
     written normalised), else partials."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
     from zipage.kernels.fp8_decode_flat import ITEMS_PAD, _flat_kernel, flat_maxnreg
     from zipage.kernels.paged_tiles import dot_args
-    names = list(inspect.signature(_flat_kernel.fn).parameters)
     types = {"q_ptr": "*bf16", "out_ptr": "*bf16", "k_cache_ptr": "*fp8e4nv",
              "v_cache_ptr": "*fp8e4nv", "k_scale_ptr": "*fp32", "v_scale_ptr": "*fp32",
              "block_tables_ptr": "*i32", "context_lens_ptr": "*i32", "qk_scale": "fp32"}
     constexprs = dict(DIRECT=direct, GROUP=4, HEAD_DIM=128, BLOCK_SIZE=256,
                       TILE_N=launch.tile_n, GROUP_PAD=16, ITEMS=ITEMS_PAD,
                       **dot_args(launch.operand))
-    missing = [n for n in names if n.isupper() and n not in constexprs]
-    if missing:
-        raise RuntimeError(f"flat_occupancy: no value for the kernel's {missing}")
-    unspecialised = ("stride_table_row", "num_splits", "num_items", "num_programs")
-    signature, attrs = {}, {}
-    for i, n in enumerate(names):
-        signature[n] = ("constexpr" if n in constexprs else types.get(n) or
-                        ("*fp32" if n.startswith("partial") else "i32"))
-        if (n.endswith("_ptr") or n.startswith("stride") or n == "num_q_heads") and \
-                n not in unspecialised:  # 16-aligned as the launcher specialises them
-            attrs[(i,)] = [["tt.divisibility", 16]]
-    src = ASTSource(fn=_flat_kernel, signature=signature, attrs=attrs,
-                    constexprs={(names.index(k),): v for k, v in constexprs.items()})
     options = dict(num_warps=launch.num_warps, num_stages=launch.num_stages)
     if flat_maxnreg(launch) is not None:
         options["maxnreg"] = flat_maxnreg(launch)
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+    return compile_for_sm90(_flat_kernel, types, constexprs, options)
 
 
 def loop_paths(kernel) -> tuple[int, int]:
     """(instructions in the SASS's longest loop, those outside its predicated forward-branch
     blocks: the path of a tile that takes no branch)."""
-    lines = [(int(a, 16), pred, op, args) for a, pred, op, args in _SASS.findall(
-        cuobjdump(kernel, "-sass"))]
-    loops = [(addr - int(t.group(1), 16), int(t.group(1), 16), addr)
-             for addr, _, op, args in lines if op.startswith("BRA")
-             for t in [re.search(r"0x([0-9a-f]+)", args)] if t and int(t.group(1), 16) < addr]
-    _, start, end = max(loops)
-    body = [line for line in lines if start <= line[0] <= end]
+    lines = sass(kernel)
+    branches = [(addr, pred, branch_target(args)) for addr, pred, op, args in lines
+                if op.startswith("BRA") and branch_target(args) is not None]
+    start, end = max(((target, addr) for addr, _, target in branches if target < addr),
+                     key=lambda loop: loop[1] - loop[0])
+    body = [addr for addr, _, _, _ in lines if start <= addr <= end]
     skipped = set()
-    for addr, pred, op, args in body:
-        target = re.search(r"0x([0-9a-f]+)", args) if op.startswith("BRA") and pred else None
-        if target and addr < int(target.group(1), 16) <= end:
-            skipped |= {a for a, _, _, _ in body if addr < a < int(target.group(1), 16)}
+    for addr, pred, target in branches:
+        if pred and start <= addr < target <= end:
+            skipped |= {a for a in body if addr < a < target}
     return len(body), len(body) - len(skipped)
 
 
