@@ -9,7 +9,7 @@ from tests.kernels.kernel_testlib import (compiled_variants, cuda_kernels,  # no
 from zipage.kernels import (paged_decode_attention, paged_decode_attention_reference,
                             paged_prefill_attention, paged_prefill_attention_reference, store_kv,
                             store_kv_reference)
-from zipage.kernels import paged_decode, paged_prefill
+from zipage.kernels import paged_decode_split, paged_prefill
 
 BF16, FP32 = torch.bfloat16, torch.float32
 TOL = {BF16: dict(rtol=2e-2, atol=2e-2), FP32: dict(rtol=1e-4, atol=1e-5)}
@@ -135,7 +135,7 @@ def test_one_compiled_variant_for_every_step(cuda_kernels):
         seqs = [(min(n, 50), n) for n in ctx_lens]
         q, k, v, table, cu, ctx, _ = prefill_batch(seqs, G, H_kv, D, bs, BF16, device="cuda")
         paged_prefill_attention(q, k, v, table[:, :width].contiguous(), cu, ctx, 50, D ** -0.5)
-        counts.append((compiled_variants(paged_decode._split_kernel),
+        counts.append((compiled_variants(paged_decode_split._split_kernel),
                        compiled_variants(paged_prefill._prefill_kernel)))
     assert counts[-1] == counts[1], counts  # nothing new after one split and several
     assert counts[-1][0] - counts[0][0] <= 1, counts
