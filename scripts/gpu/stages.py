@@ -77,6 +77,10 @@ STAGES = {
         bench("fp8_kernels", 300, "fp8-kernels", "--json", "{out}/fp8_kernel_sweep.json"),
         pytest("fp8_tests", 300, "-m", "gpu", "tests/gpu/test_fp8_kernels.py",
                "tests/gpu/test_fp8_decode_mma_shapes.py", "-rA")]),
+    "fp8-flat-splits": Stage("the flat FP8 decode's split count on six shapes the sweep does "
+                             "not tune on (results/bench/fp8_forecast.md, eleventh)", [
+        bench("fp8_flat_splits", 200, "fp8-flat-splits", "--json",
+              "{out}/fp8_flat_splits.json")]),
     "fp8-calibrate-e4m3": Stage("the FP8 step-cost calibration with the e4m3-MMA decode "
                                 "(fp8_decode=e4m3)", [
         bench("fp8_calibrate_e4m3", 360, "calibrate", "--configs", "fullkv/b256", "zipage/b256",

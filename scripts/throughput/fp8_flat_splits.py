@@ -22,6 +22,7 @@ import torch
 
 from scripts.throughput.fp8_kernel_parts import (bench_ms, copy_gbps, decode_reference,
                                                environment, paged_pool, rel_err)
+from scripts.throughput.fp8_kernel_summary import MAX_REL_ERR
 
 SHAPES = ((296, 2304), (256, 4096), (128, 8192), (32, 16384), (8, 32768), (1, 32768))
 SMOKE_SHAPES = ((3, 48), (1, 80))
@@ -71,6 +72,7 @@ def shape_rows(rows, ctx, dims, launches, copy, device, cpu):
             row = dict(rows=rows, ctx=ctx, launch=name, programs_per_sm=pps, splits=splits,
                        rules=[r for r, s in rules.items() if s == splits], ms=ms,
                        pct_roofline=100 * nbytes / ms / 1e6 / copy, rel_err=rel_err(out, ref))
+            row["correct"] = bool(row["rel_err"] <= MAX_REL_ERR)  # False for NaN too
             print(f"  {rows:4d} x {ctx:5d}  {name:6s} {pps}/SM  splits {splits}  "
                   f"{row['ms']:7.3f} ms  {row['pct_roofline']:5.1f}%  err {row['rel_err']:.1e}"
                   f"  {' '.join(row['rules'])}", flush=True)
@@ -79,18 +81,24 @@ def shape_rows(rows, ctx, dims, launches, copy, device, cpu):
 
 
 def summary(results) -> list[str]:
-    """Per shape and launch: the best split count, and each rule's % of the best's speed."""
+    """Per shape and launch: the best split count with a right output, and each rule's
+    speed relative to it (a rule whose output was wrong reads "wrong")."""
     lines = ["rows x ctx    launch  best splits  best %   balance: splits, vs best   "
              "fill: splits, vs best"]
     keys = sorted({(r["rows"], r["ctx"], r["launch"]) for r in results},
                   key=lambda t: (-t[0], t[2]))
     for rows, ctx, launch in keys:
         group = [r for r in results if (r["rows"], r["ctx"], r["launch"]) == (rows, ctx, launch)]
-        best = min(group, key=lambda r: r["ms"])
+        right = [r for r in group if r["correct"]]
+        if not right:
+            lines.append(f"{rows:4d} x {ctx:5d}  {launch:6s}  every output wrong")
+            continue
+        best = min(right, key=lambda r: r["ms"])
         cols = []
         for rule in ("balance", "fill"):
             r = next(r for r in group if rule in r["rules"])
-            cols.append(f"{r['splits']}, {best['ms'] / r['ms']:.3f}")
+            cols.append(f"{r['splits']}, " + (f"{best['ms'] / r['ms']:.3f}" if r["correct"]
+                                               else "wrong"))
         lines.append(f"{rows:4d} x {ctx:5d}  {launch:6s}  {best['splits']:11d}  "
                      f"{best['pct_roofline']:5.1f}%   {cols[0]:24s} {cols[1]}")
     return lines
