@@ -15,13 +15,12 @@ to one row of 32k. % of the FP8 byte roofline as in fp8_kernels.py.
 """
 import argparse
 import json
-import os
 import sys
 
 import torch
 
-from scripts.throughput.fp8_kernel_parts import (bench_ms, copy_gbps, decode_reference,
-                                               environment, paged_pool, rel_err)
+from scripts.throughput.fp8_kernel_parts import (bench_ms, decode_reference, open_bench,
+                                               paged_pool, rel_err)
 from scripts.throughput.fp8_kernel_summary import MAX_REL_ERR
 
 SHAPES = ((296, 2304), (256, 4096), (128, 8192), (32, 16384), (8, 32768), (1, 32768))
@@ -120,21 +119,12 @@ def main(args) -> int:
         print(f"--launches: TILExWARPS,... (e.g. 128x4,256x8), got {args.launches!r}",
               file=sys.stderr)
         return 2
-    if args.cpu_smoke:
-        if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
-            print("--cpu-smoke needs TRITON_INTERPRET=1 before triton is imported",
-                  file=sys.stderr)
-            return 2
-        os.environ["TRITON_INTERPRET"] = "1"
+    if args.cpu_smoke:  # the interpreter's tiles: 16 keys
         launches = {name: (min(t, 16), w) for name, (t, w) in launches.items()}
-    elif not torch.cuda.is_available():
-        print("fp8-flat-splits needs a CUDA GPU (or --cpu-smoke)", file=sys.stderr)
+    opened = open_bench("fp8-flat-splits", args.cpu_smoke)
+    if opened is None:
         return 2
-    device = "cpu" if args.cpu_smoke else "cuda"
-    env = environment(args.cpu_smoke)
-    print(" ".join(f"{k}={v}" for k, v in env.items()), flush=True)
-    copy = copy_gbps(device, args.cpu_smoke)
-    print(f"copy bandwidth {copy:.1f} GB/s (read + written)", flush=True)
+    device, env, copy = opened
     results = []
     for rows, ctx in SMOKE_SHAPES if args.cpu_smoke else SHAPES:
         results += shape_rows(rows, ctx, SMOKE if args.cpu_smoke else GPU, launches, copy,

@@ -1,5 +1,7 @@
 """The measuring parts of `bench fp8-kernels` (scripts/throughput/fp8_kernels.py): timing,
 the environment, the copy-bandwidth ceiling, and a random paged KV pool with its reference."""
+import os
+import sys
 import time
 
 import torch
@@ -67,3 +69,24 @@ def decode_reference(q, k, v, table, lens, ks, vs, chunk=16):
     return torch.cat([paged_decode_attention_reference(
         q[i:i + chunk], k, v, table[i:i + chunk], lens[i:i + chunk], q.shape[-1] ** -0.5,
         k_scale=ks, v_scale=vs) for i in range(0, q.shape[0], chunk)])
+
+
+def open_bench(name: str, cpu_smoke: bool):
+    """(device, environment, copy GB/s) for a kernel benchmark, printed as its header; None
+    (after saying why on stderr) where it cannot run: no CUDA GPU, or --cpu-smoke after
+    triton was imported without the interpreter."""
+    if cpu_smoke:
+        if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+            print("--cpu-smoke needs TRITON_INTERPRET=1 before triton is imported",
+                  file=sys.stderr)
+            return None
+        os.environ["TRITON_INTERPRET"] = "1"
+    elif not torch.cuda.is_available():
+        print(f"{name} needs a CUDA GPU (or --cpu-smoke)", file=sys.stderr)
+        return None
+    device = "cpu" if cpu_smoke else "cuda"
+    env = environment(cpu_smoke)
+    print(" ".join(f"{k}={v}" for k, v in env.items()), flush=True)
+    copy = copy_gbps(device, cpu_smoke)
+    print(f"copy bandwidth {copy:.1f} GB/s (read + written)", flush=True)
+    return device, env, copy

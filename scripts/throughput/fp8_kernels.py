@@ -32,13 +32,12 @@ The best variant per shape is what fp8_launch.FP8_DECODE should hold.
 import argparse
 import itertools
 import json
-import os
 import sys
 
 import torch
 
-from scripts.throughput.fp8_kernel_parts import (bench_ms, copy_gbps, decode_reference,
-                                               environment, paged_pool, rel_err)
+from scripts.throughput.fp8_kernel_parts import (bench_ms, decode_reference, open_bench,
+                                               paged_pool, rel_err)
 from scripts.throughput.fp8_kernel_summary import (E4M3_LABEL, FLAT_LABEL, MAX_REL_ERR,
                                                    OCCUPANCY_LABEL, SPLIT_LABEL,
                                                    print_row, summary)
@@ -188,22 +187,12 @@ def main(args) -> int:
     if not set(names) <= set(GPU_SHAPES):
         print(f"--shapes: choose from {sorted(GPU_SHAPES)}, got {args.shapes!r}", file=sys.stderr)
         return 2
-    if args.cpu_smoke:
-        if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
-            print("--cpu-smoke needs TRITON_INTERPRET=1 before triton is imported",
-                  file=sys.stderr)
-            return 2
-        os.environ["TRITON_INTERPRET"] = "1"
-    elif not torch.cuda.is_available():
-        print("fp8-kernels needs a CUDA GPU (or --cpu-smoke)", file=sys.stderr)
+    opened = open_bench("fp8-kernels", args.cpu_smoke)
+    if opened is None:
         return 2
-    device = "cpu" if args.cpu_smoke else "cuda"
+    device, env, copy = opened
     shapes = SMOKE_SHAPES if args.cpu_smoke else {s: GPU_SHAPES[s] for s in names}
     dims = SMOKE if args.cpu_smoke else GPU
-    env = environment(args.cpu_smoke)
-    print(" ".join(f"{k}={v}" for k, v in env.items()), flush=True)
-    copy = copy_gbps(device, args.cpu_smoke)
-    print(f"copy bandwidth {copy:.1f} GB/s (read + written)", flush=True)
     decode = []
     for name, (rows, ctx) in shapes.items():
         print(f"decode ({name}) {rows} rows x {ctx} keys, H {dims['H_q']}/{dims['H_kv']}, "
