@@ -24,7 +24,7 @@ def zipage_names(tree: ast.AST) -> list[tuple[int, str, str]]:
             for alias in node.names:
                 used.append((node.lineno, node.module, alias.name))
                 full = f"{node.module}.{alias.name}"
-                if importlib.util.find_spec(node.module) and is_module(full):
+                if is_module(full):
                     modules[alias.asname or alias.name] = full
         elif isinstance(node, ast.Import):
             for alias in node.names:

@@ -19,8 +19,8 @@ import sys
 
 import torch
 
-from scripts.throughput.fp8_kernel_parts import (bench_ms, decode_reference, open_bench,
-                                               paged_pool, rel_err)
+from scripts.throughput.fp8_kernel_parts import (bench_ms, decode_query, decode_reference,
+                                               open_bench, paged_pool, rel_err)
 from scripts.throughput.fp8_kernel_summary import MAX_REL_ERR
 
 SHAPES = ((296, 2304), (256, 4096), (128, 8192), (32, 16384), (8, 32768), (1, 32768))
@@ -36,13 +36,10 @@ def fill_splits(rows: int, kv_heads: int, programs: int, max_tiles: int) -> int:
 
 def shape_rows(rows, ctx, dims, launches, copy, device, cpu):
     from zipage.kernels.fp8 import copy_to_transposed_v
-    from zipage.kernels.fp8_decode_flat import flat_num_splits
     from zipage.kernels.paged_decode import (_device_sms, decode_scratch,
                                              paged_decode_attention, plan_decode)
     H_q, H_kv, D, bs = dims["H_q"], dims["H_kv"], dims["D"], dims["bs"]
-    torch.manual_seed(0)
-    q = torch.randn(rows, H_q, D, device=device, dtype=torch.bfloat16)
-    lens = torch.full((rows,), ctx, dtype=torch.int32, device=device)
+    q, lens = decode_query(rows, ctx, dims, device)
     k, v, ks, vs, table = paged_pool(rows, ctx, H_kv, D, bs, True, device)
     ref = decode_reference(q, k, v, table, lens, ks, vs)
     v = copy_to_transposed_v(v)
@@ -51,12 +48,11 @@ def shape_rows(rows, ctx, dims, launches, copy, device, cpu):
     results = []
     for name, (tile, warps) in launches.items():
         kw = dict(tile_n=tile, num_warps=warps, num_stages=2, programs_per_sm=3)
-        plan = plan_decode(q, k, v, table, ks, vs, **kw)
+        plan = plan_decode(q, k, v, table, ks, vs, **kw)  # its splits: flat_num_splits
         pps = plan.launch.programs_per_sm
-        slots = _device_sms(q.device) * pps
         max_tiles = -(-table.shape[1] * bs // tile)
-        rules = dict(balance=flat_num_splits(rows, H_kv, max_tiles, slots),
-                     fill=fill_splits(rows, H_kv, slots, max_tiles))
+        rules = dict(balance=plan.num_splits,
+                     fill=fill_splits(rows, H_kv, _device_sms(q.device) * pps, max_tiles))
         for splits in sorted(set(range(1, MAX_SPLITS + 1)) | set(rules.values())):
             if splits > max_tiles:
                 continue

@@ -64,6 +64,14 @@ def paged_pool(rows, ctx, H_kv, D, bs, fp8, device, layers=None):
     return out[0], out[2], out[1], out[3], table
 
 
+def decode_query(rows, ctx, dims, device):
+    """(q, context lens): a seeded bf16 query of `rows` rows with dims' heads, every context
+    `ctx` keys long."""
+    torch.manual_seed(0)
+    q = torch.randn(rows, dims["H_q"], dims["D"], device=device, dtype=torch.bfloat16)
+    return q, torch.full((rows,), ctx, dtype=torch.int32, device=device)
+
+
 def decode_reference(q, k, v, table, lens, ks, vs, chunk=16):
     from zipage.kernels import paged_decode_attention_reference
     return torch.cat([paged_decode_attention_reference(

@@ -36,8 +36,8 @@ import sys
 
 import torch
 
-from scripts.throughput.fp8_kernel_parts import (bench_ms, decode_reference, open_bench,
-                                               paged_pool, rel_err)
+from scripts.throughput.fp8_kernel_parts import (bench_ms, decode_query, decode_reference,
+                                               open_bench, paged_pool, rel_err)
 from scripts.throughput.fp8_kernel_summary import (E4M3_LABEL, FLAT_LABEL, MAX_REL_ERR,
                                                    OCCUPANCY_LABEL, SPLIT_LABEL,
                                                    print_row, summary)
@@ -59,9 +59,7 @@ def decode_rows(name, rows, ctx, dims, copy, args, device):
                                            FP8_DECODE_OCCUPANCY, FP8_DECODE_SPLIT)
     from zipage.kernels.paged_decode import decode_scratch, paged_decode_attention, plan_decode
     H_q, H_kv, D, bs = dims["H_q"], dims["H_kv"], dims["D"], dims["bs"]
-    torch.manual_seed(0)
-    q = torch.randn(rows, H_q, D, device=device, dtype=torch.bfloat16)
-    lens = torch.full((rows,), ctx, dtype=torch.int32, device=device)
+    q, lens = decode_query(rows, ctx, dims, device)
     workload = f"decode ({name}) {rows} rows x {ctx} keys, H {H_q}/{H_kv}, D {D}, block {bs}"
     out = torch.empty_like(q)
     results, seen = [], {}

@@ -5,9 +5,10 @@ latency of bf16 loads are too small here: the FP8 defaults take twice the keys p
 a deeper pipeline. Every value can be overridden per call (the wrappers' tile_n, num_warps,
 num_stages, fp8_operand, fp8_v_in_registers arguments), which is how
 scripts/throughput/fp8_kernels.py compares variants on the GPU. The decode default is the
-flat kernel (fp8_decode_flat.py), 3 programs per SM, 2 stages: on an H100 95.0% / 91.5% of
-the FP8 byte roofline at 512 x 2048 / 64 x 16384, against the split kernel's 81.0% / 83.0%
-(FP8_DECODE_SPLIT, the former default; docs/fp8.md). Where the flat kernel cannot read a
+flat kernel (fp8_decode_flat.py), 3 programs per SM, 2 stages: on an H100, with the split
+counts the engine uses (flat_num_splits), 90.1% / 93.4% of the FP8 byte roofline at
+512 x 2048 / 64 x 16384, against the split kernel's 81.0% / 82.9% (FP8_DECODE_SPLIT, the
+former default; docs/fp8.md). Where the flat kernel cannot read a
 cache (V in rows, a block size tile_n does not divide) the split kernel runs.
 
 V layout: the engine's FP8 V cache is stored transposed per block (fp8.transposed_v_view),
@@ -74,8 +75,8 @@ def launch_from_text(default: Launch, text: str) -> Launch:
 
 
 # The split kernel's launch (a program per request, KV head and split), the default until the
-# flat kernel: on an H100 the flat kernel reads 95.0% / 91.5% of the byte roofline at
-# 512 x 2048 / 64 x 16384 against its 81.0% / 83.0% (docs/fp8.md; the H200 is not yet measured).
+# flat kernel: on an H100 the flat kernel reads 90.1% / 93.4% of the byte roofline at
+# 512 x 2048 / 64 x 16384 against its 81.0% / 82.9% (docs/fp8.md; the H200 is not yet measured).
 FP8_DECODE_SPLIT = Launch(torch.float16, tile_n=128, num_warps=4, num_stages=3,
                           v_in_registers=False)
 _FP8_DECODE_CODE = replace(FP8_DECODE_SPLIT, num_stages=2, programs_per_sm=3)
