@@ -213,9 +213,8 @@ class Scheduler:
             if seq_id in result.teacher:
                 seq.teacher_records.append(result.teacher[seq_id])
             p = seq.params
-            if not p.ignore_eos and (token in eos_ids or token in p.stop_token_ids):
-                self.finish(seq, "stop")
-            elif stop_string is not None and stop_string(seq):
+            stopped = not p.ignore_eos and (token in eos_ids or token in p.stop_token_ids)
+            if stopped or (stop_string is not None and stop_string(seq)):
                 self.finish(seq, "stop")
             elif len(seq.token_ids) >= seq.max_num_tokens:  # known tokens: placeholders follow
                 self.finish(seq, "length")
