@@ -9,17 +9,9 @@ keep their copies (3).
 import pytest
 import torch
 
-from tests.engine.tiny_models import random_prompts, tiny_checkpoint
+from tests.engine.compressed_setup import B, BUDGET, GREEDY, W, folder
+from tests.engine.tiny_models import random_prompts
 from zipage import LLM, SamplingParams
-
-B, BUDGET, W = 16, 64, 16
-C = BUDGET // B
-GREEDY = dict(temperature=0, ignore_eos=True)
-
-
-@pytest.fixture(scope="module")
-def folder():
-    return tiny_checkpoint("qwen3")[0]
 
 
 def engine(folder, **options):

@@ -1,31 +1,11 @@
 """Compressed PagedAttention inside the engine: the invariants of docs/method.md §15."""
-import pytest
 import torch
 
-from tests.engine.tiny_models import random_prompts, tiny_checkpoint
+from tests.engine.compressed_setup import (B, BUDGET, GREEDY, W, C, assert_compressed_rows_within_cap,
+                                           expected_compressions, folder, slots)
+from tests.engine.tiny_models import random_prompts
 from zipage import LLM, SamplingParams
 from zipage.worker.compressor import window_positions
-
-B, BUDGET, W = 16, 64, 16
-C = BUDGET // B
-GREEDY = dict(temperature=0, ignore_eos=True)
-
-
-@pytest.fixture(scope="module")
-def folder():
-    return tiny_checkpoint("qwen3")[0]
-
-
-def expected_compressions(prompt_len: int, new_tokens: int) -> int:
-    """Writes of tokens 0 .. P+N-2; compress before a write when (C+1)*b are resident."""
-    phys, count = 0, 0
-    for t in range(prompt_len + new_tokens - 1):
-        if t >= prompt_len and phys >= (C + 1) * B:  # decode writes only: prefill never compresses
-            phys, count = C * B, count + 1
-        phys += 1
-    if phys > (C + 1) * B:  # a long prompt compresses before its first decode write
-        count += 1
-    return count
 
 
 def test_identical_to_full_kv_while_shorter_than_budget(folder):
@@ -51,20 +31,17 @@ def test_block_cap_window_and_positions_over_a_long_generation(folder):
             assert t.phys_len >= (C + 1) * B and len(t.target_table) == C + 1
             pos = sorted(window_positions(t.num_computed, t.phys_len, W))
             assert pos == list(range(t.phys_len - W, t.phys_len))
-            slots = [t.old_table[p // B] * B + p % B for p in pos]
-            before.append(runner.kv_cache.flatten(2, 3)[:, :, slots].clone())
+            before.append(runner.kv_cache.flatten(2, 3)[:, :, slots(t.old_table, pos)].clone())
         original_run(tasks)
         for t, window_kv in zip(tasks, before):
-            kept = [t.target_table[p // B] * B + p % B for p in range(C * B - W, C * B)]
-            after = runner.kv_cache.flatten(2, 3)[:, :, kept]
+            after = runner.kv_cache.flatten(2, 3)[:, :, slots(t.target_table, range(C * B - W, C * B))]
             assert torch.equal(after, window_kv), "the observation window must survive in order"
         seen["compressions"] += len(tasks)
 
     def checked_launch(step, previous=None):
+        assert_compressed_rows_within_cap(step)
         for sid, row in step.requests.items():
-            if sid in step.compressions or row.start > row.phys_start:  # compressed
-                assert len(row.block_table) <= C + 1
-                assert row.phys_start + row.num_tokens <= (C + 1) * B
+            if sid in step.compressions:
                 assert row.start > row.phys_start  # RoPE positions are logical
         seen["steps"] += 1
         return original_launch(step, previous)

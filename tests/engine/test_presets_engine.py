@@ -4,29 +4,18 @@ slot back at the end; SnapKV compresses a long prompt once and then grows like F
 import pytest
 import torch
 
-from tests.engine.test_compression_engine import expected_compressions
-from tests.engine.tiny_models import random_prompts, tiny_checkpoint
+from tests.engine.compressed_setup import (B, BUDGET, GREEDY, C, assert_compressed_rows_within_cap,
+                                           expected_compressions, folder, slots)
+from tests.engine.tiny_models import random_prompts
 from zipage import LLM, SamplingParams
 from zipage.compression.presets import preset
 
-B, BUDGET = 16, 64
-C = BUDGET // B
-GREEDY = dict(temperature=0, ignore_eos=True)
 DECODE_PRESETS = ["rkv", "gkv", "snapkv_decode", "streaming_llm", "h2o"]
-
-
-@pytest.fixture(scope="module")
-def folder():
-    return tiny_checkpoint("qwen3")[0]
 
 
 def engine(folder, name, **options):
     return LLM(folder, device="cpu", block_size=B, budget=BUDGET, compression=preset(name),
                **{"kv_cache_tokens": 4096, **options})
-
-
-def _slots(table, positions):
-    return [table[p // B] * B + p % B for p in positions]
 
 
 @pytest.mark.parametrize("name", DECODE_PRESETS)
@@ -43,19 +32,16 @@ def test_decode_presets_keep_cap_recent_tokens_sinks_and_positions(folder, name)
         for t in tasks:
             assert t.phys_len >= (C + 1) * B and len(t.target_table) == C + 1
             forced = list(range(sinks)) + list(range(t.phys_len - recent, t.phys_len))
-            before.append(runner.kv_cache.flatten(2, 3)[:, :, _slots(t.old_table, forced)].clone())
+            before.append(runner.kv_cache.flatten(2, 3)[:, :, slots(t.old_table, forced)].clone())
         original_run(tasks)
         for t, forced_kv in zip(tasks, before):
             kept = list(range(sinks)) + list(range(C * B - recent, C * B))
-            after = runner.kv_cache.flatten(2, 3)[:, :, _slots(t.target_table, kept)]
+            after = runner.kv_cache.flatten(2, 3)[:, :, slots(t.target_table, kept)]
             assert torch.equal(after, forced_kv), "sinks and recent tokens survive, in order"
         seen["compressions"] += len(tasks)
 
     def checked_launch(step, previous=None):
-        for sid, row in step.requests.items():
-            if sid in step.compressions or row.start > row.phys_start:  # compressed
-                assert len(row.block_table) <= C + 1
-                assert row.phys_start + row.num_tokens <= (C + 1) * B
+        assert_compressed_rows_within_cap(step)
         return original_launch(step, previous)
 
     compressor.run, runner.launch = checked_run, checked_launch
