@@ -6,10 +6,15 @@ non-constexpr global), so interpreter tests alone let kernels reach the GPU unco
 `JITFunction.run` compiles (warmup) with a driver that reports an sm_90 target; the tests'
 own assertions then fail (no kernel ran) and are ignored: only compile errors count. Writes
 {"compiled": [kernel names], "fp8": [kernels compiled for an FP8 cache (QUANT=True)],
-"errors": [{"test", "error"}]} to $ZIPAGE_COMPILE_REPORT.
+"errors": [{"test", "error"}]} to $ZIPAGE_COMPILE_REPORT. With $ZIPAGE_PTX_DIR set, also
+writes each compiled kernel's PTX code (no debug sections, line records or labels) there as
+<kernel>_<sha1>.ptx: two trees whose folders list the same files compile to the same code
+(docs/kernels.md, "A refactor that changes no code").
 """
+import hashlib
 import json
 import os
+import re
 
 import torch
 from triton.backends.compiler import GPUTarget
@@ -47,9 +52,21 @@ _run = JITFunction.run
 def _compile_only_run(self, *args, grid, warmup, **kwargs):
     kernel = _run(self, *args, grid=grid, warmup=True, **kwargs)
     COMPILED.add(self.__name__)
+    if os.environ.get("ZIPAGE_PTX_DIR"):
+        _write_ptx_code(self.__name__, kernel.asm["ptx"], os.environ["ZIPAGE_PTX_DIR"])
     if kwargs.get("QUANT"):
         FP8.add(self.__name__)
     return kernel
+
+
+def _write_ptx_code(name: str, ptx: str, folder: str) -> None:
+    code = re.split(r"^\s*\.section", ptx, flags=re.M)[0]  # debug sections name source paths
+    code = "\n".join(line for line in code.splitlines()
+                     if not re.match(r"\s*(\.loc|\.file|//|\$L__)", line))
+    os.makedirs(folder, exist_ok=True)
+    digest = hashlib.sha1(code.encode()).hexdigest()[:12]
+    with open(os.path.join(folder, f"{name}_{digest}.ptx"), "w") as f:
+        f.write(code)
 
 
 def pytest_configure(config):

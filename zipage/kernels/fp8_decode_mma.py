@@ -31,8 +31,8 @@ the K/V loop is 685 instructions per tile, 157 registers, against the f16 path's
 (python -m zipage.sim.decode_occupancy).
 """
 from zipage.kernels._dispatch import next_pow2, tl, triton
-from zipage.kernels.paged_tiles import (INTERPRETER, kv_tile_offsets, paged_block_offsets,
-                                        split_key_range)
+from zipage.kernels.paged_tiles import (INTERPRETER, first_tile_block, split_key_range,
+                                        walk_tile)
 from zipage.kernels.store_kv import round_to_e4m3
 
 
@@ -112,36 +112,17 @@ def _attend(q_hi_t, q_lo_t, col_scale, aux, m_i, l_acc, acc, k_cache_ptr, v_cach
             stride_block, stride_slot, key_start, key_end, MASKED: tl.constexpr,
             BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr, HEAD_DIM: tl.constexpr,
             HEAD_DIM_PAD: tl.constexpr):
-    """The tiles of keys [key_start, key_end), key_start a multiple of TILE_N; the block
-    table walked as in fp8_tiles.attend_fp8_tiles (one entry per tile, read a tile ahead,
-    where a tile lies in one block)."""
-    if BLOCK_SIZE % TILE_N == 0:
-        block = tl.load(table_row_ptr + key_start // BLOCK_SIZE, mask=key_start < key_end,
-                        other=0)
-        for start in range(key_start, key_end, TILE_N):
-            following = start + TILE_N
-            next_block = tl.load(table_row_ptr + following // BLOCK_SIZE,
-                                 mask=following < key_end, other=0)
-            keys = start + tl.arange(0, TILE_N)
-            slots = tl.multiple_of(start % BLOCK_SIZE, TILE_N) + tl.arange(0, TILE_N)
-            offsets, v_offsets = kv_tile_offsets(block.to(tl.int64) * stride_block, slots,
-                                                 head_offset, v_head_offset, stride_slot, True)
-            m_i, l_acc, acc = _tile_step(q_hi_t, q_lo_t, col_scale, aux, m_i, l_acc, acc,
-                                         k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
-                                         offsets, v_offsets, keys, key_end, MASKED,
-                                         BLOCK_SIZE, HEAD_DIM, HEAD_DIM_PAD)
-            block = next_block
-    else:  # tiles span blocks: a table entry per key
-        for start in range(key_start, key_end, TILE_N):
-            keys = start + tl.arange(0, TILE_N)
-            block_offset, slot = paged_block_offsets(table_row_ptr, keys, keys < key_end,
-                                                     stride_block, BLOCK_SIZE)
-            offsets, v_offsets = kv_tile_offsets(block_offset, slot, head_offset,
-                                                 v_head_offset, stride_slot, True)
-            m_i, l_acc, acc = _tile_step(q_hi_t, q_lo_t, col_scale, aux, m_i, l_acc, acc,
-                                         k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
-                                         offsets, v_offsets, keys, key_end, MASKED,
-                                         BLOCK_SIZE, HEAD_DIM, HEAD_DIM_PAD)
+    """The tiles of keys [key_start, key_end), key_start a multiple of TILE_N, the block
+    table walked by paged_tiles.walk_tile."""
+    block = first_tile_block(table_row_ptr, key_start, key_end, BLOCK_SIZE, TILE_N)
+    for start in range(key_start, key_end, TILE_N):
+        keys, offsets, v_offsets, block = walk_tile(
+            table_row_ptr, block, start, key_end, head_offset, v_head_offset, stride_block,
+            stride_slot, BLOCK_SIZE, TILE_N, True)
+        m_i, l_acc, acc = _tile_step(q_hi_t, q_lo_t, col_scale, aux, m_i, l_acc, acc,
+                                     k_cache_ptr, v_cache_ptr, k_scale_ptr, v_scale_ptr,
+                                     offsets, v_offsets, keys, key_end, MASKED,
+                                     BLOCK_SIZE, HEAD_DIM, HEAD_DIM_PAD)
     return m_i, l_acc, acc
 
 

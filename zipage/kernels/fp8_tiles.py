@@ -20,8 +20,7 @@ Bytes and FLOPs per step: docs/fp8.md.
 """
 from zipage.kernels._dispatch import tl, triton
 from zipage.kernels.paged_tiles import (INTERPRETER, attend_kv_tiles, dot_operand,
-                                        kv_tile_offsets, online_softmax_step,
-                                        paged_block_offsets)
+                                        first_tile_block, online_softmax_step, walk_tile)
 
 
 @triton.jit
@@ -152,40 +151,15 @@ def attend_fp8_tiles(q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr, v_
     multiple of TILE_N (every caller's is). K and a V cache in rows share stride_block,
     stride_slot and head_offset; a V_T cache (block stride stride_block, slot stride 1) has
     its own v_head_offset."""
-    if BLOCK_SIZE % TILE_N == 0:
-        # A tile lies in one block: one table entry per tile, read a tile ahead, so the K/V
-        # loads depend on no load of their own iteration and num_stages sets how many tiles
-        # are in flight (a table read in the same iteration held the pipeline to one).
-        block = tl.load(table_row_ptr + key_start // BLOCK_SIZE, mask=key_start < key_end,
-                        other=0)
-        for start in range(key_start, key_end, TILE_N):
-            following = start + TILE_N
-            next_block = tl.load(table_row_ptr + following // BLOCK_SIZE,
-                                 mask=following < key_end, other=0)
-            keys = start + tl.arange(0, TILE_N)
-            # the tile's first slot, a multiple of TILE_N: Triton 3.6 cannot see it, and
-            # without the hint reads V_T's contiguous keys a byte at a time (docs/fp8.md)
-            slots = tl.multiple_of(start % BLOCK_SIZE, TILE_N) + tl.arange(0, TILE_N)
-            offsets, v_offsets = kv_tile_offsets(block.to(tl.int64) * stride_block, slots,
-                                                 head_offset, v_head_offset, stride_slot, V_T)
-            m_i, l_i, acc = fp8_tile_step(q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr,
-                                          k_scale_ptr, v_scale_ptr, offsets, v_offsets, keys,
-                                          key_end, last_key, qk_scale, MASKED, BLOCK_SIZE,
-                                          HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC,
-                                          V_IN_REGISTERS, V_T)
-            block = next_block
-    else:  # tiles span blocks: a table entry per key
-        for start in range(key_start, key_end, TILE_N):
-            keys = start + tl.arange(0, TILE_N)
-            block_offset, slot = paged_block_offsets(table_row_ptr, keys, keys < key_end,
-                                                     stride_block, BLOCK_SIZE)
-            offsets, v_offsets = kv_tile_offsets(block_offset, slot, head_offset,
-                                                 v_head_offset, stride_slot, V_T)
-            m_i, l_i, acc = fp8_tile_step(q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr,
-                                          k_scale_ptr, v_scale_ptr, offsets, v_offsets, keys,
-                                          key_end, last_key, qk_scale, MASKED, BLOCK_SIZE,
-                                          HEAD_DIM, HEAD_DIM_PAD, DOT_DTYPE, DOT_PREC,
-                                          V_IN_REGISTERS, V_T)
+    block = first_tile_block(table_row_ptr, key_start, key_end, BLOCK_SIZE, TILE_N)
+    for start in range(key_start, key_end, TILE_N):
+        keys, offsets, v_offsets, block = walk_tile(
+            table_row_ptr, block, start, key_end, head_offset, v_head_offset, stride_block,
+            stride_slot, BLOCK_SIZE, TILE_N, V_T)
+        m_i, l_i, acc = fp8_tile_step(q, m_i, l_i, acc, k_cache_ptr, v_cache_ptr, k_scale_ptr,
+                                      v_scale_ptr, offsets, v_offsets, keys, key_end, last_key,
+                                      qk_scale, MASKED, BLOCK_SIZE, HEAD_DIM, HEAD_DIM_PAD,
+                                      DOT_DTYPE, DOT_PREC, V_IN_REGISTERS, V_T)
     return m_i, l_i, acc
 
 

@@ -3,6 +3,8 @@
     paged_offsets        token positions -> element offsets, through a block table
                          (paged_block_offsets: block offset and slot apart)
     kv_tile_offsets      a tile's K and V element offsets (V in rows or stored transposed)
+    first_tile_block,    a tile loop's walk of the block table: one entry per tile, read a
+    walk_tile            tile ahead, where a tile lies in one block; else one per key
     split_key_range      the keys of one split of a decode program (flash-decoding)
     load_kv_tile         a tile of cached K or V in the cache dtype
     dot_operand          a tile as a tl.dot operand (and the interpreter's half-precision fix)
@@ -91,6 +93,46 @@ def kv_tile_offsets(block_offset, slots, head_offset, v_head_offset, stride_slot
     if V_T:
         v_offsets = v_head_offset + block_offset + slots
     return offsets, v_offsets
+
+
+@triton.jit
+def first_tile_block(table_row_ptr, key_start, key_end, BLOCK_SIZE: tl.constexpr,
+                     TILE_N: tl.constexpr):
+    """The block of the first tile at key_start, for walk_tile (0 where tiles span blocks)."""
+    block = key_start * 0
+    if BLOCK_SIZE % TILE_N == 0:
+        block = tl.load(table_row_ptr + key_start // BLOCK_SIZE, mask=key_start < key_end,
+                        other=0)
+    return block
+
+
+@triton.jit
+def walk_tile(table_row_ptr, block, start, key_end, head_offset, v_head_offset, stride_block,
+              stride_slot, BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr, V_T: tl.constexpr):
+    """(keys, K offsets, V offsets, next block) of the tile at `start`, a multiple of TILE_N;
+    `block` is this tile's block (first_tile_block, then the last call's next block).
+
+    Where a tile lies in one block, the table is read once per tile and a tile ahead, so the
+    K/V loads depend on no load of their own iteration and num_stages sets how many tiles
+    are in flight (a table read in the same iteration held the pipeline to one). Where tiles
+    span blocks, each key reads its own table entry."""
+    next_block = block
+    if BLOCK_SIZE % TILE_N == 0:
+        following = start + TILE_N
+        next_block = tl.load(table_row_ptr + following // BLOCK_SIZE, mask=following < key_end,
+                             other=0)
+        keys = start + tl.arange(0, TILE_N)
+        # the tile's first slot, a multiple of TILE_N: Triton 3.6 cannot see it, and without
+        # the hint reads V_T's contiguous keys a byte at a time (docs/fp8.md)
+        slots = tl.multiple_of(start % BLOCK_SIZE, TILE_N) + tl.arange(0, TILE_N)
+        block_offset = block.to(tl.int64) * stride_block
+    else:
+        keys = start + tl.arange(0, TILE_N)
+        block_offset, slots = paged_block_offsets(table_row_ptr, keys, keys < key_end,
+                                                  stride_block, BLOCK_SIZE)
+    offsets, v_offsets = kv_tile_offsets(block_offset, slots, head_offset, v_head_offset,
+                                         stride_slot, V_T)
+    return keys, offsets, v_offsets, next_block
 
 
 @triton.jit
