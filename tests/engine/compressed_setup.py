@@ -1,17 +1,8 @@
 """The small compressed engine the compression tests share: block 16, budget 64 (4 blocks),
-observation window 16, on the tiny random Qwen3."""
-import pytest
-
-from tests.engine.tiny_models import tiny_checkpoint
-
+observation window 16 (the model: conftest.py's `folder`, the tiny random Qwen3)."""
 B, BUDGET, W = 16, 64, 16
 C = BUDGET // B
 GREEDY = dict(temperature=0, ignore_eos=True)
-
-
-@pytest.fixture(scope="module")
-def folder():
-    return tiny_checkpoint("qwen3")[0]
 
 
 def slots(table: list[int], positions: list[int]) -> list[int]:

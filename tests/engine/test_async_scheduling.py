@@ -1,15 +1,8 @@
 """Asynchronous scheduling (step N+1 scheduled while step N runs) changes no output."""
 from collections import Counter
 
-import pytest
-
-from tests.engine.tiny_models import random_prompts, tiny_checkpoint
+from tests.engine.tiny_models import random_prompts
 from zipage import LLM, SamplingParams
-
-
-@pytest.fixture(scope="module")
-def folder():
-    return tiny_checkpoint("qwen3")[0]
 
 
 def _run(folder, prompts, params, **options):

@@ -9,7 +9,7 @@ keep their copies (3).
 import pytest
 import torch
 
-from tests.engine.compressed_setup import B, BUDGET, GREEDY, W, folder
+from tests.engine.compressed_setup import B, BUDGET, GREEDY, W
 from tests.engine.tiny_models import random_prompts
 from zipage import LLM, SamplingParams
 

@@ -2,7 +2,7 @@
 import torch
 
 from tests.engine.compressed_setup import (B, BUDGET, GREEDY, W, C, assert_compressed_rows_within_cap,
-                                           expected_compressions, folder, slots)
+                                           expected_compressions, slots)
 from tests.engine.tiny_models import random_prompts
 from zipage import LLM, SamplingParams
 from zipage.worker.compressor import window_positions

@@ -4,7 +4,7 @@ and compression keeps every kept token's value with its scale."""
 import pytest
 import torch
 
-from tests.engine.tiny_models import forced_logprobs, random_prompts, tiny_checkpoint
+from tests.engine.tiny_models import forced_logprobs, random_prompts
 from zipage import LLM, SamplingParams
 from zipage.config import EngineConfig
 from zipage.kernels.fp8 import FP8_DTYPE, is_v_transposed
@@ -12,11 +12,6 @@ from zipage.sim.shapes import model_spec
 from zipage.worker.memory import plan_kv_pool
 
 B = 16
-
-
-@pytest.fixture(scope="module")
-def folder():
-    return tiny_checkpoint("qwen3")[0]
 
 
 def test_fp8_full_kv_is_close_to_full_precision(folder):

@@ -4,7 +4,7 @@ and it shrinks the logit error e4m3 makes on keys whose energy sits in a few cha
 import pytest
 import torch
 
-from tests.engine.tiny_models import forced_logprobs, random_prompts, tiny_checkpoint
+from tests.engine.tiny_models import forced_logprobs, random_prompts
 from zipage import LLM
 from zipage.config import EngineConfig
 from zipage.kernels.fp8 import dequantize_reference, quantize_reference
@@ -56,11 +56,6 @@ def test_rotation_cuts_the_e4m3_logit_error_of_keys_with_outlier_channels():
     plain = (q @ e4m3(k).T - exact).pow(2).mean().sqrt()
     rotated = (rotate(q) @ e4m3(rotate(k)).T - exact).pow(2).mean().sqrt()
     assert rotated < plain / 1.5  # 1.8x on this draw
-
-
-@pytest.fixture(scope="module")
-def folder():
-    return tiny_checkpoint("qwen3")[0]
 
 
 def test_engine_rotates_only_fp8_caches_and_rotation_leaves_full_precision_outputs(folder):

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from tests.engine.compressed_setup import (B, BUDGET, GREEDY, C, assert_compressed_rows_within_cap,
-                                           expected_compressions, folder, slots)
+                                           expected_compressions, slots)
 from tests.engine.tiny_models import random_prompts
 from zipage import LLM, SamplingParams
 from zipage.compression.presets import preset

@@ -2,15 +2,10 @@
 (issue 11 items 3 and 7)."""
 import pytest
 
-from tests.engine.tiny_models import random_prompts, tiny_checkpoint
+from tests.engine.tiny_models import random_prompts
 from zipage import LLM, SamplingParams
 
 GREEDY = SamplingParams(temperature=0, max_tokens=30, ignore_eos=True)
-
-
-@pytest.fixture(scope="module")
-def folder():
-    return tiny_checkpoint("qwen3")[0]
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["sync", "async"])
