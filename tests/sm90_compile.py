@@ -9,7 +9,7 @@ own assertions then fail (no kernel ran) and are ignored: only compile errors co
 "errors": [{"test", "error"}]} to $ZIPAGE_COMPILE_REPORT. With $ZIPAGE_PTX_DIR set, also
 writes each compiled kernel's PTX code (no debug sections, line records or labels) there as
 <kernel>_<sha1>.ptx: two trees whose folders list the same files compile to the same code
-(docs/kernels.md, "A refactor that changes no code").
+(docs/design.md, "A refactor that changes no code").
 """
 import hashlib
 import json

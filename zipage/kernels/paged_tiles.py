@@ -121,7 +121,7 @@ def walk_tile(table_row_ptr, block, start, key_end, head_offset, v_head_offset, 
         following = start + TILE_N
         next_block = tl.load(table_row_ptr + following // BLOCK_SIZE, mask=following < key_end,
                              other=0)
-        keys = start + tl.arange(0, TILE_N)
+        keys = start + tl.arange(0, TILE_N)  # after the table read: the PTX of the former loops
         # the tile's first slot, a multiple of TILE_N: Triton 3.6 cannot see it, and without
         # the hint reads V_T's contiguous keys a byte at a time (docs/fp8.md)
         slots = tl.multiple_of(start % BLOCK_SIZE, TILE_N) + tl.arange(0, TILE_N)
