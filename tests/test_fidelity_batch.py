@@ -128,20 +128,10 @@ def test_the_candidate_plan_tunes_on_problems_the_test_runs_never_see():
     assert (None, None) in nll
 
 
-def test_model_loading_is_memoised_once_per_process():
-    fe.cache_model_loading()  # raised AttributeError once the loader had no _checkpoint_state
-    import zipage.models.loader as zloader
-    assert zloader.checkpoint_tensors.__name__ == "tensors"  # the memoised wrapper
-    calls = []
-
-    def tensors(path, gguf):
-        calls.append(gguf)
-        yield ("w", 1)
-
-    t = fe.memoise_gguf(tensors)
-    assert list(t("p", "m.gguf")) == list(t("p", "m.gguf")) == [("w", 1)]
-    assert list(t("p", None)) == list(t("p", None)) == [("w", 1)]
-    assert calls == ["m.gguf", None, None]  # GGUF parsed once; safetensors stay lazy
+def test_model_config_and_tokenizer_are_read_once_per_process():
+    fe.cache_model_loading()
+    import zipage.llm as zl
+    assert zl.load_hf_config("qwen3-8b", None) is zl.load_hf_config("qwen3-8b", None)
 
 
 def test_an_unknown_priority_is_rejected_before_any_work(capsys):

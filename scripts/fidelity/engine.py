@@ -14,33 +14,14 @@ from zipage import LLM, SamplingParams
 from zipage.llm import load_engine_tokenizer
 
 
-def memoise_gguf(checkpoint_tensors):
-    """checkpoint_tensors(path, gguf) that dequantizes each GGUF file once per process.
-
-    Safetensors slices are read lazily from open files, so those pass through unmemoised.
-    """
-    @functools.lru_cache(maxsize=None)
-    def gguf_state(path, gguf):
-        return tuple(checkpoint_tensors(path, gguf))
-
-    def tensors(path, gguf):
-        return iter(gguf_state(path, gguf)) if gguf else checkpoint_tensors(path, gguf)
-    return tensors
-
-
 @functools.cache
 def cache_model_loading() -> None:
-    """Parse the GGUF checkpoint, config and tokenizer once per process.
-
-    LLM() spends ~20 s re-parsing the GGUF file on a CPU and every configuration builds a new
-    engine (the compression settings are engine options), so the dequantized tensors, HF
-    config and tokenizer are memoised. load_checkpoint copies the tensors into each new
-    model, so engines share nothing mutable. Engine code is not modified.
-    """
+    """Read the HF config and tokenizer once per process: every configuration builds a new
+    engine (the compression settings are engine options). The weights need no memo: a GGUF
+    model is read from its converted folder (zipage.models.gguf_folder), lazily. The
+    tokenizer is shared read-only; engine code is not modified."""
     import zipage.llm as zl
-    import zipage.models.loader as zloader
     memo = functools.lru_cache(maxsize=None)
-    zloader.checkpoint_tensors = memoise_gguf(zloader.checkpoint_tensors)
     zl.load_hf_config = memo(zl.load_hf_config)
     zl.load_tokenizer = memo(zl.load_tokenizer)
 

@@ -53,25 +53,6 @@ VARIANTS = ("auto", "fp8", "tensor1", "layer_calib", "head_calib", "bf16", "fp8_
             "fp8_rot", "fp8_k_rot", "fp8_unrotated", "fp8_e4m3")
 
 
-def _cache_model_loading():
-    """Parse the GGUF checkpoint, HF config and tokenizer once per process (every cell builds
-    an engine; fidelity_engine.cache_model_loading predates the loader's current layout)."""
-    import functools
-
-    import zipage.llm as zl
-    import zipage.models.loader as zloader
-    original, memo = zloader.checkpoint_tensors, {}
-
-    def tensors(path, gguf):
-        if (path, gguf) not in memo:
-            memo[path, gguf] = list(original(path, gguf))
-        return iter(memo[path, gguf])
-
-    zloader.checkpoint_tensors = tensors
-    zl.load_hf_config = functools.lru_cache(maxsize=None)(zl.load_hf_config)
-    zl.load_tokenizer = functools.lru_cache(maxsize=None)(zl.load_tokenizer)
-
-
 def _calibrate(model, text, num_layers, block, device):
     sim = SimulatedStore(num_layers)
     attention_mod.store_kv = sim
@@ -158,7 +139,7 @@ def main(args) -> int:
     if set(args.budget_variants) & {"layer_calib", "head_calib"}:
         raise SystemExit("--budget-variants: the calibrated variants are Full KV only")
     torch.set_num_threads(1)
-    _cache_model_loading()
+    fe.cache_model_loading()
     tok = fe.load_tokenizer(args.model)
     data = os.path.join(os.environ.get("ZIPAGE_DATA_DIR", str(ROOT.parent / "shared/datasets")),
                         "math500.jsonl")

@@ -6,20 +6,23 @@ import torch
 
 from zipage.distributed.group import SINGLE, TPGroup
 from zipage.models.decoder import CausalLM, Rotary
+from zipage.models.gguf_folder import gguf_as_folder
 from zipage.models.presets import HUB_IDS, SHAPES, smollm2_gguf_path
 from zipage.models.spec import ModelSpec, spec_from_hf_config
 from zipage.models.weights import checkpoint_tensors, init_dummy, load_checkpoint
 
 
 def resolve(model: str, load_format: str) -> tuple[str, str | None]:
-    """(path or hub id, gguf file name or None)."""
-    if model == "smollm2-135m":
-        path = smollm2_gguf_path()
-        return os.path.dirname(path), os.path.basename(path)
-    if model.endswith(".gguf"):
-        if not os.path.isfile(model):
-            raise FileNotFoundError(f"GGUF file not found: {model}")
-        return os.path.dirname(os.path.abspath(model)), os.path.basename(model)
+    """(path or hub id, gguf file name or None). A GGUF file comes back as its converted
+    folder (gguf_folder), or as itself where the cache cannot be written."""
+    if model == "smollm2-135m" or model.endswith(".gguf"):
+        file = smollm2_gguf_path() if model == "smollm2-135m" else model
+        if not os.path.isfile(file):
+            raise FileNotFoundError(f"GGUF file not found: {file}")
+        folder = gguf_as_folder(file)
+        if folder:
+            return folder, None
+        return os.path.dirname(os.path.abspath(file)), os.path.basename(file)
     if load_format == "dummy" and model in SHAPES:
         return model, None
     if os.path.isdir(model):
