@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TRITON_INTERPRET=1 ZIPAGE_REQUIRE_TRITON=1 python -m pytest -q tests/kernels tests/compression "$@"
-python -m pytest -q tests --ignore=tests/kernels --ignore=tests/compression "$@"
+python -m pytest -q --durations=15 tests --ignore=tests/kernels --ignore=tests/compression "$@"
