@@ -27,7 +27,7 @@ def report(s: dict) -> str:
         lines.append(
             f"{'Full KV':8} {_f(b.get('pass@1'), '.4f'):>7} ± {_f(b.get('pass@1_stderr'), '.4f'):<6} "
             f"{_f(b.get('output_tokens_per_s'), '.1f'):>10} {_f(b.get('time_to_finish_s'), '.1f'):>11} "
-            f"{_f(b.get('mean_output_tokens'), '.1f'):>9}")
+            f"{_f(b.get('mean_output_tokens'), '.1f'):>9} {_f(b.get('truncation_rate'), '.0%'):>6}")
         if b.get("status"):
             lines.append(f"Full KV baseline: {b['status']}")
         retained = b.get("accuracy_retained")

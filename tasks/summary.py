@@ -155,6 +155,7 @@ def compare(run: dict, base: dict) -> dict:
         "accuracy_by_length": base.get("accuracy_by_length"),
         "output_tokens_per_s": bt, "time_to_finish_s": bf,
         "mean_output_tokens": base.get("mean_output_tokens"),
+        "truncation_rate": base.get("truncation_rate"),
         "accuracy_retained": 100.0 * p / bp if p is not None and bp else None,
         "speedup": t / bt if t and bt else None,
         # Only when both times cover every sample (tasks/segments.py): never a partial time.

@@ -167,3 +167,15 @@ def test_a_baseline_scored_before_answer_classes_gets_them(tmp_path, data_dir, e
             "and agreement existed -> 1) changed") in capsys.readouterr().out
     assert json.load(open(f"{base_dir}/summary.json"))["maj@k"] == first["baseline"]["maj@k"]
     assert all("answer_class" in r for r in read_rows(base_dir, "scores.jsonl").values())
+
+
+def test_the_full_kv_row_shows_its_own_truncation_rate(tmp_path, data_dir, engine):
+    s = runner.evaluate(config(tmp_path, data_dir, "budget=512"), str(tmp_path / "run"))
+    rows = {}
+    for line in report(s).splitlines():  # the first table: pass@1 ... trunc
+        if line.startswith(("Zipage ", "Full KV ")):
+            rows.setdefault(line[:8].strip(), line)
+    base = s["baseline"]["truncation_rate"]
+    assert base is not None and 0 < s["truncation_rate"] < 1
+    assert rows["Zipage"].split()[-1] == f"{s['truncation_rate']:.0%}"
+    assert rows["Full KV"].split()[-1] == f"{base:.0%}"
