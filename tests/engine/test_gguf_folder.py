@@ -75,7 +75,7 @@ def test_a_missing_gguf_file_is_named(tmp_path):
 
 
 @pytest.mark.slow  # the real SmolLM2 folder (converted once per cache)
-def test_smollm2_folder_keeps_the_gguf_tokenizer_and_chat_template():
+def test_smollm2_folder_keeps_the_gguf_tokenizer_and_chat_template(tmp_path, monkeypatch):
     from transformers import AutoTokenizer
     from zipage.models.presets import smollm2_gguf_path
     file = smollm2_gguf_path()
@@ -93,3 +93,7 @@ def test_smollm2_folder_keeps_the_gguf_tokenizer_and_chat_template():
     assert cached(text).input_ids == direct(text).input_ids
     assert (len(cached), cached.eos_token_id, cached.bos_token_id) == \
         (len(direct), direct.eos_token_id, direct.bos_token_id)
+    from tasks.checkpoint import chat_template
+    via_folder = chat_template(file)
+    monkeypatch.setenv("ZIPAGE_CACHE_DIR", str(tmp_path))  # no folder there: the file is parsed
+    assert chat_template(file) == via_folder and "<|im_start|>assistant" in via_folder
