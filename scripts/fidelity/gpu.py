@@ -29,13 +29,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def preflight(p: fp.Profile) -> None:
     """Fail in seconds, not after the time budget: model file, GGUF reader, data, device."""
     from zipage.models.loader import resolve
-    path, gguf = resolve(p.model, "auto")
-    if gguf:
-        try:
-            import gguf as _  # noqa: F401  (transformers reads GGUF with it)
-        except ImportError:
-            raise SystemExit("the `gguf` package is missing (transformers reads GGUF with it): "
-                             "put its wheel on PYTHONPATH, e.g. in /tmp/site") from None
+    try:
+        path, gguf = resolve(p.model, "auto")  # a GGUF file is converted here, once
+    except ImportError as e:
+        raise SystemExit(f"{e} (or put its wheel on PYTHONPATH, e.g. in /tmp/site)") from None
     data = os.environ.get("ZIPAGE_DATA_DIR") or str(ROOT.parent / "shared/datasets")
     for name in ("math500.jsonl", "gsm8k.jsonl"):
         if not os.path.exists(os.path.join(data, name)):

@@ -69,6 +69,14 @@ def test_an_unwritable_cache_falls_back_to_the_file_with_a_warning(gguf_file, tm
     assert got == (os.path.dirname(gguf_file), "tiny.gguf")
 
 
+def test_without_the_gguf_package_the_error_says_what_to_install(gguf_file, monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "gguf", None)  # `import gguf` raises ImportError
+    with pytest.raises(ImportError, match=r"tiny.gguf needs the `gguf` package: pip install gguf"):
+        resolve(gguf_file, "auto")
+    assert os.listdir(os.path.join(os.environ["ZIPAGE_CACHE_DIR"], "gguf")) == []
+
+
 def test_a_missing_gguf_file_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="GGUF file not found: .*nope.gguf"):
         resolve(str(tmp_path / "nope.gguf"), "auto")
