@@ -40,8 +40,19 @@ def test_a_replaced_file_is_converted_again(gguf_file, monkeypatch):
     first = gguf_folder.gguf_as_folder(gguf_file)
     with open(gguf_file, "ab") as f:
         f.write(b"more")
-    assert gguf_folder.gguf_as_folder(gguf_file) != first
-    assert len(calls) == 2
+    second = gguf_folder.gguf_as_folder(gguf_file)
+    assert second != first and len(calls) == 2
+    assert os.listdir(os.path.dirname(second)) == [os.path.basename(second)]  # first removed
+
+
+def test_another_files_folder_is_kept(gguf_file, tmp_path, monkeypatch):
+    monkeypatch.setattr(gguf_folder, "convert", fake_convert([]))
+    other = tmp_path / "other.gguf"
+    other.write_bytes(b"GGUF" + bytes(8))
+    kept = gguf_folder.gguf_as_folder(str(other))
+    mine = gguf_folder.gguf_as_folder(gguf_file)
+    assert sorted(os.listdir(os.path.dirname(mine))) == sorted(
+        [os.path.basename(kept), os.path.basename(mine)])
 
 
 def test_a_crash_mid_conversion_leaves_nothing_a_later_load_would_trust(gguf_file, monkeypatch):
