@@ -112,6 +112,8 @@ def test_smollm2_folder_keeps_the_gguf_tokenizer_and_chat_template(tmp_path, mon
     assert cached(text).input_ids == direct(text).input_ids
     assert (len(cached), cached.eos_token_id, cached.bos_token_id) == \
         (len(direct), direct.eos_token_id, direct.bos_token_id)
+    from tasks.identity import tokenizer_digest
+    assert tokenizer_digest(cached) == tokenizer_digest(direct)  # older run folders resume
     from tasks.checkpoint import chat_template
     via_folder = chat_template(file)
     monkeypatch.setenv("ZIPAGE_CACHE_DIR", str(tmp_path))  # no folder there: the file is parsed
