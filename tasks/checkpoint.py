@@ -55,8 +55,9 @@ def chat_template(path: str) -> str | None:
                 return str(template)
         return None
     from zipage.models.gguf_folder import folder_for
-    if os.path.isdir(folder_for(path)):  # converted already: no parse of the whole file
-        return chat_template(folder_for(path))
+    converted = folder_for(path)
+    if os.path.isdir(converted):  # converted already: no parse of the whole file
+        return chat_template(converted)
     try:
         from gguf import GGUFReader
         field = GGUFReader(path).fields.get("tokenizer.chat_template")

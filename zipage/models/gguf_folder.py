@@ -61,9 +61,7 @@ def gguf_as_folder(file: str) -> str | None:
         os.makedirs(parent, exist_ok=True)
         work = tempfile.mkdtemp(prefix=".converting-", dir=parent)
     except OSError as e:
-        warnings.warn(f"cannot write the GGUF cache {parent} ({e}): reading {file} directly, "
-                      f"slowly, on every load (set ZIPAGE_CACHE_DIR to a writable folder)")
-        return None
+        return _unwritable(parent, file, e)
     print(f"converting {os.path.basename(file)} once into {folder} (float32; later loads "
           f"read the folder)", flush=True)
     try:
@@ -77,13 +75,16 @@ def gguf_as_folder(file: str) -> str | None:
                 raise
             # another process finished the same conversion first; its folder is as good
     except OSError as e:
-        warnings.warn(f"cannot write the GGUF cache {parent} ({e}): reading {file} directly, "
-                      f"slowly, on every load (set ZIPAGE_CACHE_DIR to a writable folder)")
-        return None
+        return _unwritable(parent, file, e)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     remove_older_conversions(file, folder)
     return folder
+
+
+def _unwritable(parent: str, file: str, error: OSError) -> None:
+    warnings.warn(f"cannot write the GGUF cache {parent} ({error}): reading {file} directly, "
+                  f"slowly, on every load (set ZIPAGE_CACHE_DIR to a writable folder)")
 
 
 def remove_older_conversions(file: str, keep: str) -> None:
