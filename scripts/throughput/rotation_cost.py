@@ -1,5 +1,6 @@
-"""GPU time of fp8_key_rotation's two matmuls per layer (q and k times a D x D Hadamard) at
-decode batch sizes, next to a layer's qk_rotary kernel, with CUDA graphs as in the engine:
+"""GPU time of fp8_key_rotation per layer at decode batch sizes, with CUDA graphs as in the
+engine: qk_rotary alone, qk_rotary with the rotation fused (rotate_keys, the engine's), and
+the two matmuls (q and k times a D x D Hadamard) that the fusion replaced:
 
     python -m scripts.bench fp8-rotation      (Qwen3-8B shape: 32 q heads, 8 KV heads, D 128)
 """
@@ -43,12 +44,16 @@ def main(a) -> int:
     dev, dt, d = "cuda", torch.bfloat16, a.head_dim
     h = hadamard(d, dt, dev)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; ms per layer (x36 a step)")
-    print("rows | qk_rotary | rotate q and k | rotation / step (36 layers)")
+    print("rows | qk_rotary | qk_rotary, rotation fused | two matmuls (unfused) | "
+          "fused rotation / step (36 layers)")
     for n in a.rows:
         qkv = torch.randn(n, (a.q_heads + 2 * a.kv_heads) * d, device=dev, dtype=dt)
         cos, sin = (torch.randn(n, d // 2, device=dev) for _ in range(2))
         q, k = qk_rotary(qkv, a.q_heads, a.kv_heads, d, cos, sin)
         base = _graph_ms(lambda: qk_rotary(qkv, a.q_heads, a.kv_heads, d, cos, sin))
+        fused = _graph_ms(lambda: qk_rotary(qkv, a.q_heads, a.kv_heads, d, cos, sin,
+                                            rotate_keys=True))
         rot = _graph_ms(lambda: (rotate(q, h), rotate(k, h)))
-        print(f"{n} | {base * 1e3:.1f} us | {rot * 1e3:.1f} us | {rot * 36:.3f} ms")
+        print(f"{n} | {base * 1e3:.1f} us | {fused * 1e3:.1f} us | {rot * 1e3:.1f} us | "
+              f"{(fused - base) * 36:.3f} ms")
     return 0

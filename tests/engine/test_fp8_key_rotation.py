@@ -8,7 +8,7 @@ from tests.engine.tiny_models import forced_logprobs, random_prompts
 from zipage import LLM
 from zipage.config import EngineConfig
 from zipage.kernels.fp8 import dequantize_reference, quantize_reference
-from zipage.layers.key_rotation import hadamard, key_rotation_matrix, rotate
+from zipage.layers.key_rotation import hadamard, rotate, rotates_keys
 
 
 @pytest.mark.parametrize("d", [1, 2, 8, 64, 128])
@@ -25,11 +25,11 @@ def test_head_dim_not_a_power_of_two_keeps_keys_unrotated_unless_asked():
         hadamard(96, torch.float32, "cpu")
     default = EngineConfig(model="x", kv_cache_dtype="fp8")
     with pytest.warns(UserWarning, match="stay unrotated: head_dim 96"):
-        assert key_rotation_matrix(default, 96, torch.float32, "cpu") is None
+        assert not rotates_keys(default, 96)
     assert default.rotates_keys
     asked = EngineConfig(model="x", kv_cache_dtype="fp8", fp8_key_rotation=True)
     with pytest.raises(ValueError, match="power-of-two head_dim"):
-        key_rotation_matrix(asked, 96, torch.float32, "cpu")
+        rotates_keys(asked, 96)
 
 
 def test_config_rotates_fp8_keys_by_default_and_rejects_rotation_without_fp8():
@@ -63,13 +63,12 @@ def test_engine_rotates_only_fp8_caches_and_rotation_leaves_full_precision_outpu
     texts = random_prompts([50, 50], vocab=384, seed=6)
     opts = dict(device="cpu", block_size=16, kv_cache_tokens=1024)
     layers = lambda llm: [layer.self_attn for layer in llm.runner.model.model.layers]
-    assert all(a.key_rotation is not None for a in layers(LLM(folder, kv_cache_dtype="fp8",
-                                                              **opts)))
-    assert all(a.key_rotation is None for a in layers(LLM(folder, kv_cache_dtype="fp8",
-                                                          fp8_key_rotation=False, **opts)))
+    assert all(a.rotate_keys for a in layers(LLM(folder, kv_cache_dtype="fp8", **opts)))
+    assert not any(a.rotate_keys for a in layers(LLM(folder, kv_cache_dtype="fp8",
+                                                     fp8_key_rotation=False, **opts)))
     auto = LLM(folder, enable_prefix_caching=False, **opts)  # no blocks kept from the 1st run
-    assert all(a.key_rotation is None for a in layers(auto))
+    assert not any(a.rotate_keys for a in layers(auto))
     ref = forced_logprobs(auto, prompts, texts)
     for a in layers(auto):  # the same rotation on an fp32 cache: every log p unchanged
-        a.key_rotation = hadamard(a.d, torch.float32, "cpu")
+        a.rotate_keys = True
     torch.testing.assert_close(forced_logprobs(auto, prompts, texts), ref, atol=2e-5, rtol=0)

@@ -38,3 +38,21 @@ def test_silu_mul_compiled_matches_reference(cuda_kernels, T, width):
     ref = silu_mul_reference(gate_up)
     torch.testing.assert_close(out, ref, rtol=2**-7, atol=2**-7)
     assert (out == ref).float().mean().item() > 0.95
+
+
+@pytest.mark.parametrize("T,hq,hkv,D", [(512, 32, 8, 128), (4096, 32, 8, 128), (7, 9, 3, 64),
+                                        (5, 4, 2, 16)])
+def test_qk_rotary_with_the_key_rotation_compiled_matches_reference(cuda_kernels, T, hq, hkv,
+                                                                     D):
+    """The engine's FP8 path (fp8_key_rotation): the Hadamard rotation fused as two tf32
+    MMAs on the rounded RoPE output (exact products), against float32 matmuls."""
+    qkv = torch.randn(T, (hq + 2 * hkv) * D, device="cuda").to(torch.bfloat16) * 4
+    cos, sin = _tables(T, D)
+    w = [(torch.rand(D, device="cuda") + 0.5).to(torch.bfloat16) for _ in range(2)]
+    q, k = qk_rotary(qkv, hq, hkv, D, cos, sin, *w, 1e-6, rotate_keys=True)
+    q_ref, k_ref = qk_rotary_reference(qkv, hq, hkv, D, cos, sin, *w, 1e-6, rotate_keys=True)
+    # both sum D exact products in float32 (in other orders) and round once; the inputs may
+    # differ by the unrotated kernel's ulp (above), spread over D outputs by the rotation
+    torch.testing.assert_close(q, q_ref, rtol=2**-7, atol=2**-4)
+    torch.testing.assert_close(k, k_ref, rtol=2**-7, atol=2**-4)
+    assert (q == q_ref).float().mean().item() > 0.8

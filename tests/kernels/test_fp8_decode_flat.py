@@ -76,10 +76,10 @@ def test_flat_splits_and_programs():
 
 def test_flat_programs_fit_the_shared_memory_of_the_sm():
     """The grid assumes its programs are resident at once: on sm_90 (228 KiB per SM) the
-    default's 3 fit; on sm_89 (100 KiB) only 2, so the grid shrinks rather than run a second
+    default's 4 fit; on sm_89 (100 KiB) only 2, so the grid shrinks rather than run a second
     round of programs."""
     from zipage.kernels.fp8_launch import FP8_DECODE, FP8_DECODE_FLAT
-    assert flat_programs_per_sm(FP8_DECODE, 128, 228 * 1024) == 3
+    assert flat_programs_per_sm(FP8_DECODE, 128, 228 * 1024) == 4
     assert flat_programs_per_sm(FP8_DECODE, 128, 100 * 1024) == 2
     three_stages = FP8_DECODE_FLAT[0]
     assert three_stages.num_stages == 3 and flat_programs_per_sm(three_stages, 128,
@@ -90,7 +90,7 @@ def test_default_falls_back_to_the_split_kernel_where_flat_cannot_run(triton_cpu
     """FP8_DECODE is the flat kernel; a cache it cannot read (block 16 < its 128-key tile,
     or V in rows) gets the split kernel, not an error, when nobody asked for programs_per_sm."""
     from zipage.kernels.fp8_launch import FP8_DECODE
-    assert FP8_DECODE.programs_per_sm == 3 and FP8_DECODE.tile_n == 128
+    assert FP8_DECODE.programs_per_sm == 4 and FP8_DECODE.tile_n == 128
     q, k, v, table, ctx = decode_batch(CTX, 2, 2, 32, 16)
     (kc, ks), (vc, vs) = fp8_cache(k), fp8_cache(v)
     ref = paged_decode_attention_reference(q, kc, vc, table, ctx, 0.2, k_scale=ks, v_scale=vs)

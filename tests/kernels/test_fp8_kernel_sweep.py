@@ -39,14 +39,14 @@ def test_fp8_kernel_sweep_cpu_smoke(tmp_path):
     # launch with more programs per SM and another flat launch, side by side
     assert operands == ["f16", "f16", "e4m3", "f16", "f16"]
     default, split = data["decode"][1:3]
-    assert default["label"] == "default" and default["programs_per_sm"] == 3
+    assert default["label"] == "default" and default["programs_per_sm"] == 4
     assert split["programs_per_sm"] == 0 and data["best"]["a"]["split_over_default"][0] > 0
     assert "e4m3 MMAs" in proc.stdout and data["best"]["a"]["e4m3_over_default"] > 0
     capped, flat = data["decode"][-2:]
     assert capped["maxnreg"] == 128 and capped["num_stages"] == 2
     assert "maxnreg 128" in proc.stdout and data["best"]["a"]["occupancy_over_default"][0] > 0
-    assert flat["programs_per_sm"] == 3 and flat["label"] == "flat loop"
-    assert "programs_per_sm 3" in proc.stdout and data["best"]["a"]["flat_over_default"][0] > 0
+    assert flat["programs_per_sm"] == 4 and flat["label"] == "flat loop"
+    assert "programs_per_sm 4" in proc.stdout and data["best"]["a"]["flat_over_default"][0] > 0
 
 
 def test_sweep_summary_never_picks_a_variant_with_wrong_output(capsys):

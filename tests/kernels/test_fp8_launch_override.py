@@ -40,7 +40,7 @@ def test_engine_default_and_benchmark_record_follow_the_variable():
             ".get('zipage_overrides'))")
     plain = run_python(code)
     assert plain.returncode == 0, plain.stderr
-    assert plain.stdout.split() == ["2", "None", "3", "None"]
+    assert plain.stdout.split() == ["2", "None", "4", "None"]
     # the split kernel it replaced, for an A/B in the engine
     over = run_python(code, ZIPAGE_FP8_DECODE_LAUNCH="num_stages=3,programs_per_sm=0")
     assert over.returncode == 0, over.stderr

@@ -73,3 +73,43 @@ def test_silu_mul_reference_formula():
     g, u = torch.randn(3, 5, dtype=torch.float64), torch.randn(3, 5, dtype=torch.float64)
     torch.testing.assert_close(silu_mul_reference(torch.cat([g, u], 1)),
                                g / (1 + torch.exp(-g)) * u)
+
+
+@pytest.mark.parametrize("T,hq,hkv,D,norm,dtype", [
+    (5, 4, 2, 64, True, torch.float32),
+    (3, 6, 2, 32, False, torch.float32),
+    (7, 3, 1, 128, True, torch.float32),     # 16-head programs straddle the q/k boundary
+    (4, 20, 4, 32, True, torch.float32),     # two programs per token, the second part-masked
+    (3, 4, 2, 16, True, torch.float32),      # halves under tl.dot's K of 16: summed in registers
+    (2, 2, 1, 2, False, torch.float32),
+    (6, 4, 2, 64, True, torch.bfloat16),
+])
+def test_qk_rotary_with_the_key_rotation_matches_reference(triton_cpu, T, hq, hkv, D, norm,
+                                                            dtype):
+    qkv = (torch.randn(T, (hq + 2 * hkv) * D) * 3).to(dtype)
+    cos, sin = rope_tables(T, D)
+    w = (torch.rand(D) + 0.5).to(dtype), (torch.rand(D) + 0.5).to(dtype)
+    weights = w if norm else (None, None)
+    q, k = qk_rotary(qkv, hq, hkv, D, cos, sin, *weights, 1e-6, rotate_keys=True)
+    q_ref, k_ref = qk_rotary_reference(qkv, hq, hkv, D, cos, sin, *weights, 1e-6,
+                                       rotate_keys=True)
+    assert q.shape == (T, hq, D) and k.shape == (T, hkv, D) and q.dtype == dtype
+    # the rotation sums D rounded values: an ulp of the largest entry, not of the result
+    tol = TOL[dtype] if dtype == torch.float32 else dict(rtol=2**-6, atol=2**-4)
+    torch.testing.assert_close(q, q_ref, **tol)
+    torch.testing.assert_close(k, k_ref, **tol)
+
+
+def test_qk_rotary_reference_rotation_is_the_hadamard_of_the_unrotated_output():
+    """rotate_keys is the orthonormal Hadamard matrix applied after norm and RoPE: every q.k
+    of a head is unchanged (float64)."""
+    from zipage.layers.key_rotation import hadamard
+    T, hq, hkv, D = 3, 4, 2, 16
+    qkv = torch.randn(T, (hq + 2 * hkv) * D, dtype=torch.float64)
+    cos, sin = (x.double() for x in rope_tables(T, D))
+    q, k = qk_rotary_reference(qkv, hq, hkv, D, cos, sin)
+    q_rot, k_rot = qk_rotary_reference(qkv, hq, hkv, D, cos, sin, rotate_keys=True)
+    h = hadamard(D, torch.float32, "cpu").double()
+    torch.testing.assert_close(q_rot, q @ h, rtol=1e-6, atol=1e-6)  # h rounded to float32
+    torch.testing.assert_close(q_rot @ k_rot[:, :1].transpose(1, 2),
+                               q @ k[:, :1].transpose(1, 2), rtol=1e-5, atol=1e-5)

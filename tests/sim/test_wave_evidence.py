@@ -94,16 +94,17 @@ def test_occupancy_tool_compiles_the_engines_decode_launches(capsys):
 
 def test_flat_occupancy_tool_compiles_the_default_flat_launch():
     """`python -m zipage.sim.flat_occupancy` (docs/fp8.md, "The flat decode kernel"): the
-    default FP8 decode compiles for sm_90 with 3 programs per SM under its register cap, and
-    the per-item branches leave a shorter common path than the loop."""
+    default FP8 decode compiles for sm_90 with 4 programs per SM under its register cap of
+    128 (a few spilled bytes: 80 at one split with Triton 3.6, measured faster than 3 per SM
+    unspilled), and the per-item branches leave a shorter common path than the loop."""
     from zipage.kernels.fp8_decode_flat import flat_maxnreg
     from zipage.kernels.fp8_launch import FP8_DECODE
     from zipage.sim.decode_occupancy import programs_per_sm, registers_and_stack
     from zipage.sim.flat_occupancy import compile_flat_kernel, loop_paths
     kernel = compile_flat_kernel(FP8_DECODE)
     regs, stack = registers_and_stack(kernel)
-    assert regs <= flat_maxnreg(FP8_DECODE) and stack == 0
+    assert regs <= flat_maxnreg(FP8_DECODE) == 128 and stack <= 128
     occupancy = programs_per_sm(kernel.metadata.shared, regs, FP8_DECODE.num_warps)
-    assert occupancy["programs_per_sm"] >= FP8_DECODE.programs_per_sm == 3
+    assert occupancy["programs_per_sm"] >= FP8_DECODE.programs_per_sm == 4
     total, common = loop_paths(kernel)
     assert 500 < common < total - 100  # item change and output write: off the common path

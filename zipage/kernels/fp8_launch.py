@@ -5,11 +5,13 @@ latency of bf16 loads are too small here: the FP8 defaults take twice the keys p
 a deeper pipeline. Every value can be overridden per call (the wrappers' tile_n, num_warps,
 num_stages, fp8_operand, fp8_v_in_registers arguments), which is how
 scripts/throughput/fp8_kernels.py compares variants on the GPU. The decode default is the
-flat kernel (fp8_decode_flat.py), 3 programs per SM, 2 stages: on an H100, with the split
-counts the engine uses (flat_num_splits), 90.1% / 93.4% of the FP8 byte roofline at
-512 x 2048 / 64 x 16384, against the split kernel's 81.0% / 82.9% (FP8_DECODE_SPLIT, the
-former default; docs/fp8.md); on the H200 95.0% / 96.5% against 81.5% / 84.6%. Where the flat kernel cannot read a
-cache (V in rows, a block size tile_n does not divide) the split kernel runs.
+flat kernel (fp8_decode_flat.py), 4 programs per SM (a register cap of 128), 2 stages, with
+the split counts flat_num_splits gives for them (1 at both shapes below): on the H200
+95.0% / 96.5% of the FP8 byte roofline at 512 x 2048 / 64 x 16384, against 87.1% / 89.8%
+for 3 per SM (the default until 2026-12-06, at its 2 / 3 splits) and the split kernel's
+81.5% / 84.6% (FP8_DECODE_SPLIT; docs/fp8.md); on an H100 94.6% / 94.6% against 90.1% /
+93.4% and 81.0% / 82.9%. Where the flat kernel cannot read a cache (V in rows, a block size
+tile_n does not divide) the split kernel runs.
 
 V layout: the engine's FP8 V cache is stored transposed per block (fp8.transposed_v_view),
 read like K (keys contiguous): decode at 78% / 82% of the FP8 byte roofline at 512 x 2048 /
@@ -79,7 +81,7 @@ def launch_from_text(default: Launch, text: str) -> Launch:
 # 512 x 2048 / 64 x 16384 against its 81.0% / 82.9% (docs/fp8.md; the H200 is not yet measured).
 FP8_DECODE_SPLIT = Launch(torch.float16, tile_n=128, num_warps=4, num_stages=3,
                           v_in_registers=False)
-_FP8_DECODE_CODE = replace(FP8_DECODE_SPLIT, num_stages=2, programs_per_sm=3)
+_FP8_DECODE_CODE = replace(FP8_DECODE_SPLIT, num_stages=2, programs_per_sm=4)
 # The FP8 decode launch; ZIPAGE_FP8_DECODE_LAUNCH overrides it for a benchmark process (a
 # candidate from the sweep timed in the engine without an edit; the runs record it).
 FP8_DECODE = launch_from_text(_FP8_DECODE_CODE, os.environ.get(DECODE_LAUNCH_ENV, ""))
@@ -94,7 +96,7 @@ FP8_DECODE_OCCUPANCY = tuple(replace(FP8_DECODE_SPLIT, **changes) for changes in
 # The flat kernel's other launches (fp8_decode_flat.py: one loop over all the tiles of a
 # program's items, so the load pipeline fills once per program, not once per item).
 FP8_DECODE_FLAT = tuple(replace(_FP8_DECODE_CODE, **changes) for changes in (
-    dict(num_stages=3), dict(programs_per_sm=4), dict(programs_per_sm=2, num_stages=3),
+    dict(num_stages=3), dict(programs_per_sm=3), dict(programs_per_sm=2, num_stages=3),
     dict(programs_per_sm=1, tile_n=256)))
 # decode with e4m3 MMAs (fp8_decode_mma.py): 2 stages keep 3 programs per SM (73 KiB each)
 E4M3_DECODE = Launch(FP8_DTYPE, tile_n=128, num_warps=4, num_stages=2, v_in_registers=False)

@@ -1,22 +1,44 @@
 """Query/key preparation of one attention layer in one kernel: optional per-head RMS norm
-(Qwen3's q_norm / k_norm) and rotate-half (NeoX) RoPE, read from the fused qkv projection.
+(Qwen3's q_norm / k_norm), rotate-half (NeoX) RoPE and, for an FP8 cache, the orthonormal
+Hadamard rotation of q and k (zipage/layers/key_rotation.py), read from the fused qkv
+projection.
 
 Unfused, a decode step ran four kernels per layer here (two norms, two rotaries; 31 us at
 256 rows on an H200, 1.1 ms a step over 36 layers) for 2.5 MB of data. Rounding follows the
 eager ops (zipage.layers.pointwise): the norm in float32, rounded to the activation dtype,
-times the weight (rounded), then the rotation in float32, rounded once.
+times the weight (rounded), then the rotation in float32, rounded once. The Hadamard
+rotation, fused (it was two matmuls per layer, 7.1 us against this kernel's 2.9 at 512 rows;
+docs/fp8.md), takes the rounded RoPE output: with H_D = [[S, S], [S, -S]] / sqrt(D), S the
++-1 Sylvester matrix of D/2, x H_D = [x1 S + x2 S, x1 S - x2 S] / sqrt(D): two tf32 MMAs
+(bf16 and f16 values and +-1 are exact in tf32; float32 activations: IEEE float32)
+accumulated in float32, rounded once.
 """
 import torch
 
 from zipage.kernels._dispatch import cdiv, next_pow2, tl, triton, use_triton
 
 _HEADS_PER_PROGRAM = 8
+_HEADS_PER_ROTATING_PROGRAM = 16  # tl.dot's smallest M
+
+
+@triton.jit
+def sylvester_signs(HALF: tl.constexpr):
+    """(HALF, HALF) Sylvester-Hadamard matrix of +-1 (HALF a power of two <= 2**16): entry
+    (i, j) is -1 where i & j has an odd number of set bits."""
+    idx = tl.arange(0, HALF)
+    bits = idx[:, None] & idx[None, :]
+    bits = bits ^ (bits >> 8)
+    bits = bits ^ (bits >> 4)
+    bits = bits ^ (bits >> 2)
+    bits = bits ^ (bits >> 1)
+    return 1.0 - 2.0 * (bits & 1).to(tl.float32)
 
 
 @triton.jit
 def _qk_rotary_kernel(qkv_ptr, cos_ptr, sin_ptr, q_weight_ptr, k_weight_ptr, q_ptr, k_ptr,
                       stride_qkv, stride_cs, num_q_heads, num_heads, eps,
-                      HALF: tl.constexpr, HEADS: tl.constexpr, HAS_NORM: tl.constexpr):
+                      HALF: tl.constexpr, HEADS: tl.constexpr, HAS_NORM: tl.constexpr,
+                      ROTATE: tl.constexpr, DOT_PREC: tl.constexpr):
     t = tl.program_id(0).to(tl.int64)
     heads = tl.program_id(1) * HEADS + tl.arange(0, HEADS)
     cols = tl.arange(0, HALF)
@@ -39,6 +61,17 @@ def _qk_rotary_kernel(qkv_ptr, cos_ptr, sin_ptr, q_weight_ptr, k_weight_ptr, q_p
     s = tl.load(sin_ptr + t * stride_cs + cols)[None, :]
     a, b = x1.to(tl.float32), x2.to(tl.float32)
     y1, y2 = (a * c - b * s).to(dtype), (b * c + a * s).to(dtype)
+    if ROTATE:
+        signs = sylvester_signs(HALF)
+        r1, r2 = y1.to(tl.float32), y2.to(tl.float32)
+        if HALF >= 16:  # bf16 and f16 values are exact in tf32 (10 mantissa bits), as is +-1
+            d1 = tl.dot(r1, signs, input_precision=DOT_PREC)
+            d2 = tl.dot(r2, signs, input_precision=DOT_PREC)
+        else:  # under tl.dot's smallest K: products summed in registers
+            d1 = tl.sum(r1[:, :, None] * signs[None, :, :], 1)
+            d2 = tl.sum(r2[:, :, None] * signs[None, :, :], 1)
+        norm = 1.0 / tl.sqrt(2.0 * HALF)
+        y1, y2 = ((d1 + d2) * norm).to(dtype), ((d1 - d2) * norm).to(dtype)
     q_off = (t * num_q_heads + heads[:, None]) * (2 * HALF) + cols[None, :]
     k_off = (t * (num_heads - num_q_heads) + heads[:, None] - num_q_heads) * (2 * HALF) \
         + cols[None, :]
@@ -51,17 +84,19 @@ def _qk_rotary_kernel(qkv_ptr, cos_ptr, sin_ptr, q_weight_ptr, k_weight_ptr, q_p
 
 def qk_rotary(qkv: torch.Tensor, num_q_heads: int, num_kv_heads: int, head_dim: int,
               cos: torch.Tensor, sin: torch.Tensor, q_weight: torch.Tensor | None = None,
-              k_weight: torch.Tensor | None = None, eps: float = 1e-6):
+              k_weight: torch.Tensor | None = None, eps: float = 1e-6,
+              rotate_keys: bool = False):
     """Rotated (and, with weights, RMS-normed) queries and keys of a fused projection.
 
     qkv (T, (Hq + 2*Hkv) * D), rows [q heads | k heads | v heads], unit inner stride;
     cos, sin (T, D/2) float32 (the RoPE tables gathered at the tokens' positions);
-    q_weight, k_weight (D,) or both None (no QK norm) -> q (T, Hq, D), k (T, Hkv, D),
+    q_weight, k_weight (D,) or both None (no QK norm); rotate_keys: q and k also times the
+    orthonormal Hadamard matrix of D (key_rotation.hadamard) -> q (T, Hq, D), k (T, Hkv, D),
     new contiguous tensors of qkv's dtype. The values stay in qkv.
     """
     if not use_triton(qkv):
         return qk_rotary_reference(qkv, num_q_heads, num_kv_heads, head_dim, cos, sin,
-                                   q_weight, k_weight, eps)
+                                   q_weight, k_weight, eps, rotate_keys)
     T = qkv.shape[0]
     assert qkv.stride(-1) == 1 and head_dim % 2 == 0 and next_pow2(head_dim) == head_dim, \
         "qk_rotary needs unit inner stride and a power-of-two head_dim"
@@ -73,17 +108,21 @@ def qk_rotary(qkv: torch.Tensor, num_q_heads: int, num_kv_heads: int, head_dim: 
         return q, k
     heads = num_q_heads + num_kv_heads
     has_norm = q_weight is not None
-    grid = (T, cdiv(heads, _HEADS_PER_PROGRAM))
+    per_program = _HEADS_PER_ROTATING_PROGRAM if rotate_keys else _HEADS_PER_PROGRAM
+    grid = (T, cdiv(heads, per_program))
     _qk_rotary_kernel[grid](qkv, cos, sin, q_weight if has_norm else cos,
                             k_weight if has_norm else cos, q, k, qkv.stride(0), cos.stride(0),
                             num_q_heads, heads, float(eps), HALF=head_dim // 2,
-                            HEADS=_HEADS_PER_PROGRAM, HAS_NORM=has_norm)
+                            HEADS=per_program, HAS_NORM=has_norm, ROTATE=rotate_keys,
+                            DOT_PREC="ieee" if qkv.dtype == torch.float32 else "tf32")
     return q, k
 
 
 def qk_rotary_reference(qkv, num_q_heads, num_kv_heads, head_dim, cos, sin, q_weight=None,
-                        k_weight=None, eps=1e-6):
-    """The eager ops the kernel fuses (zipage.layers.pointwise), same arguments and result."""
+                        k_weight=None, eps=1e-6, rotate_keys=False):
+    """The eager ops the kernel fuses (zipage.layers.pointwise; the Hadamard rotation in
+    float32 from the rounded RoPE output, rounded once), same arguments and result."""
+    from zipage.layers.key_rotation import hadamard
     from zipage.layers.pointwise import rms_norm, rotary
     T = qkv.shape[0]
     q = qkv[:, :num_q_heads * head_dim].view(T, num_q_heads, head_dim)
@@ -91,4 +130,10 @@ def qk_rotary_reference(qkv, num_q_heads, num_kv_heads, head_dim, cos, sin, q_we
     k = k.view(T, num_kv_heads, head_dim)
     if q_weight is not None:
         q, k = rms_norm(q, q_weight, eps), rms_norm(k, k_weight, eps)
-    return rotary(q, cos, sin), rotary(k, cos, sin)
+    q, k = rotary(q, cos, sin), rotary(k, cos, sin)
+    if rotate_keys:
+        h = hadamard(head_dim, torch.float32, qkv.device)
+        q, k = (x.float().reshape(-1, head_dim) @ h for x in (q, k))
+        q = q.to(qkv.dtype).view(T, num_q_heads, head_dim)
+        k = k.to(qkv.dtype).view(T, num_kv_heads, head_dim)
+    return q, k

@@ -36,12 +36,14 @@ def rotate(x: torch.Tensor, h: torch.Tensor | None = None) -> torch.Tensor:
     return (x.reshape(-1, d) @ h).reshape(x.shape)
 
 
-def key_rotation_matrix(cfg, head_dim: int, dtype: torch.dtype, device):
-    """The (D, D) rotation the engine applies (EngineConfig.rotates_keys), or None. By default
-    a head_dim that is not a power of two keeps keys unrotated; asked for, it is an error."""
+def rotates_keys(cfg, head_dim: int) -> bool:
+    """Whether the engine rotates q and k (EngineConfig.rotates_keys; the rotation is fused
+    into zipage/kernels/qk_rotary.py). By default a head_dim that is not a power of two keeps
+    keys unrotated; asked for, it is an error."""
     if not cfg.rotates_keys:
-        return None
+        return False
     if head_dim & (head_dim - 1) and cfg.fp8_key_rotation is None:
         warnings.warn(f"fp8 keys stay unrotated: head_dim {head_dim} is not a power of two")
-        return None
-    return hadamard(head_dim, dtype, device)
+        return False
+    hadamard(head_dim, torch.float32, "cpu")  # raises for a head_dim it cannot rotate
+    return True

@@ -14,7 +14,6 @@ from torch import nn
 from zipage.distributed.group import SINGLE, TPGroup
 from zipage.layers.attention import AttentionMetadata, paged_attention
 from zipage.layers.embedding import ParallelLMHead, VocabParallelEmbedding
-from zipage.layers.key_rotation import rotate
 from zipage.layers.linear import ColumnParallelLinear, RowParallelLinear
 from zipage.kernels.qk_rotary import qk_rotary
 from zipage.kernels.silu_mul import silu_mul
@@ -68,7 +67,7 @@ class SelfAttention(nn.Module):
         # an fp8 pool the K/V scales (zipage/kernels/fp8.py).
         self.k_cache = self.v_cache = self.q_cache = None
         self.k_scale = self.v_scale = None
-        self.key_rotation = None  # (D, D) Hadamard: q and k rotated before the cache write
+        self.rotate_keys = False  # q and k times the Hadamard matrix (key_rotation.py)
         self.fp8_decode_operand = None  # EngineConfig.fp8_decode: None (f16) or e4m3
 
     def forward(self, x, rope, meta: AttentionMetadata):
@@ -77,9 +76,8 @@ class SelfAttention(nn.Module):
         qkv = self.qkv_proj(x)
         norms = (self.q_norm.weight, self.k_norm.weight) if self.qk_norm else (None, None)
         eps = self.q_norm.eps if self.qk_norm else 0.0
-        q, k = qk_rotary(qkv, self.hq, self.hkv, self.d, *rope, *norms, eps)
-        if self.key_rotation is not None:
-            q, k = rotate(q, self.key_rotation), rotate(k, self.key_rotation)
+        q, k = qk_rotary(qkv, self.hq, self.hkv, self.d, *rope, *norms, eps,
+                         rotate_keys=self.rotate_keys)
         v = qkv[:, qk_width:].view(t, self.hkv, self.d)
         o = paged_attention(q, k, v, self.k_cache, self.v_cache, self.q_cache, meta, self.scale,
                             self.k_scale, self.v_scale, self.fp8_decode_operand)

@@ -16,8 +16,8 @@ batch the kernel sees: decode-only steps replay CUDA graphs padded to the captur
 steps with a prefill run eagerly at their own size.
 
 An FP8 cache's decode is now by default the flat kernel (zipage/kernels/fp8_decode_flat.py):
-3 programs per SM, each looping over several items, so no waves; its tail is the busiest
-program's extra item. The FP8 calibration predates it (docs/status.md): refit it on the GPU,
+4 programs per SM (3 until 2026-12-06), each looping over several items, so no waves; its
+tail is the busiest program's extra item. The FP8 calibration predates it (docs/status.md): refit it on the GPU,
 where M near 0 would say the waves are gone.
 """
 from dataclasses import dataclass, fields, replace

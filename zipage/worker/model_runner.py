@@ -8,7 +8,7 @@ from zipage.config import EngineConfig
 from zipage.engine.messages import SchedulerOutput, StepResult
 from zipage.kernels.fp8 import FP8_DTYPE, kv_views
 from zipage.layers.attention import AttentionMetadata
-from zipage.layers.key_rotation import key_rotation_matrix
+from zipage.layers.key_rotation import rotates_keys
 from zipage.layers.sampler import sample
 from zipage.models.decoder import CausalLM
 from zipage.worker.batch import Batch, attention_metadata, build_batch, to_device
@@ -63,11 +63,11 @@ class ModelRunner:
         if self.cfg.budget is not None and self.cfg.compression.use_global_score:
             self.score_cache = torch.zeros(s.num_layers, p.num_blocks, b, s.num_kv_heads,
                                            dtype=self.dtype, device=self.device)
-        rotation = key_rotation_matrix(self.cfg, s.head_dim, self.dtype, self.device)
+        rotate_keys = rotates_keys(self.cfg, s.head_dim)
         for i, layer in enumerate(self.model.model.layers):
             attn = layer.self_attn
             attn.k_cache, attn.v_cache = self.k_cache[i], self.v_cache[i]
-            attn.key_rotation = rotation
+            attn.rotate_keys = rotate_keys
             attn.fp8_decode_operand = FP8_DTYPE if self.cfg.fp8_decode == "e4m3" else None
             if self.kv_scale is not None:
                 attn.k_scale, attn.v_scale = self.kv_scale[0, i], self.kv_scale[1, i]
