@@ -77,6 +77,11 @@ STAGES = {
         bench("fp8_kernels", 300, "fp8-kernels", "--json", "{out}/fp8_kernel_sweep.json"),
         pytest("fp8_tests", 300, "-m", "gpu", "tests/gpu/test_fp8_kernels.py",
                "tests/gpu/test_fp8_decode_mma_shapes.py", "-rA")]),
+    "rotation": Stage("the FP8 key rotation fused into qk_rotary: GPU time next to the two "
+                      "matmuls it replaced, and the compiled kernel's checks", [
+        bench("fp8_rotation", 120, "fp8-rotation"),
+        pytest("rotation_tests", 180, "-m", "gpu", "tests/gpu/test_pointwise_kernels_gpu.py",
+               "-rA")]),
     "fp8-flat-splits": Stage("the flat FP8 decode's split count on six shapes the sweep does "
                              "not tune on (results/bench/fp8_forecast.md, eleventh)", [
         bench("fp8_flat_splits", 200, "fp8-flat-splits", "--json",
