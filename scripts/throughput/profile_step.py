@@ -2,6 +2,11 @@
 
     python -m scripts.bench profile                       # the long-reasoning Zipage workload
     python -m scripts.bench profile --budget 0 --enforce-eager --python-profile 12
+    python -m scripts.bench profile --budget 0 --num-requests 512 --decode-only
+
+--decode-only profiles only steps in which every request decodes one token (the profiler
+starts once every prefill is done and stops --steps steps later), so the kernel table is a
+decode step's, not an average over prefill and decode.
 
 Default workload: the long-reasoning benchmark's (192 requests, Qwen3-8B shape, budget 256,
 block 32, temperature 0.6, CUDA graphs). Prints wall time per step, GPU kernel time per step
@@ -41,6 +46,8 @@ def add_arguments(p):
     p.add_argument("--max-model-len", type=int, default=8192)
     p.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs for decode")
     p.add_argument("--top-kernels", type=int, default=20, help="rows of the GPU kernel table")
+    p.add_argument("--decode-only", action="store_true",
+                   help="profile --steps steps after every prefill is done (no prefill kernels)")
     p.add_argument("--python-profile", type=int, default=0, metavar="N",
                    help="also print the N Python functions with the most own time (cProfile)")
 
@@ -73,6 +80,50 @@ def time_phases(llm) -> list[str]:
     return missing
 
 
+class DecodeWindow:
+    """engine.on_step callback: calls start() once a collected step has only one-token rows
+    (every prefill done), and stop() `steps` collected steps later. With asynchronous
+    scheduling the next step is already queued at either end, so the window is `steps`
+    steps give or take one."""
+
+    def __init__(self, steps: int, start, stop):
+        self.steps, self.start, self.stop = steps, start, stop
+        self.counted, self.t0, self.wall_s = 0, None, None
+
+    def __call__(self, step, result, timing) -> None:
+        if self.wall_s is not None:
+            return
+        if self.t0 is None:
+            if step.requests and all(r.num_tokens == 1 for r in step.requests.values()):
+                self.start()
+                self.t0 = time.perf_counter()
+            return
+        self.counted += 1
+        if self.counted == self.steps:
+            self.stop()
+            self.wall_s = time.perf_counter() - self.t0
+
+
+def profile_decode_window(llm, prompts, a):
+    """(profiler, steps, wall seconds) of --steps decode-only steps of one generate call."""
+    prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+
+    def stop():
+        torch.cuda.synchronize()
+        prof.stop()
+    window = DecodeWindow(a.steps, prof.start, stop)
+    llm.engine.on_step = window
+    params = SamplingParams(temperature=a.temperature, seed=a.seed, max_tokens=a.steps + 8,
+                            ignore_eos=True)
+    try:
+        llm.generate(prompts, params, use_tqdm=False)
+    finally:
+        llm.engine.on_step = None
+    if window.wall_s is None:
+        raise SystemExit(f"--decode-only: fewer than {a.steps} decode-only steps ran")
+    return prof, a.steps, window.wall_s
+
+
 def main(a) -> int:
     device = bc.device_for(a)
     if device.type != "cuda":
@@ -83,7 +134,8 @@ def main(a) -> int:
         opts.update(budget=budget, compression=bc.scoring(a))
     workload = {k: getattr(a, k) for k in ("model", "num_requests", "prompt_len", "steps",
                                            "temperature", "block_size", "kv_cache_tokens",
-                                           "max_model_len", "enforce_eager", "dtype", "seed")}
+                                           "max_model_len", "enforce_eager", "dtype", "seed",
+                                           "decode_only", "kv_cache_dtype")}
     workload.update(budget=budget, scoring=a.scoring if budget else None)
     env = bc.print_header(device, workload)
     llm = LLM(model, **opts, block_size=a.block_size, max_num_seqs=a.num_requests,
@@ -97,23 +149,26 @@ def main(a) -> int:
     missing = time_phases(llm)
     params = SamplingParams(temperature=a.temperature, seed=a.seed, max_tokens=a.steps,
                             ignore_eos=True)
-    llm.generate(prompts, params, use_tqdm=False)  # same shapes once, outside the profile
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        t0 = time.perf_counter()
-        llm.generate(prompts, params, use_tqdm=False)
+    if a.decode_only:
+        prof, steps, wall = profile_decode_window(llm, prompts, a)
+    else:
+        llm.generate(prompts, params, use_tqdm=False)  # same shapes once, outside the profile
         torch.cuda.synchronize()
-        wall = time.perf_counter() - t0
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            t0 = time.perf_counter()
+            llm.generate(prompts, params, use_tqdm=False)
+            torch.cuda.synchronize()
+            wall = time.perf_counter() - t0
+        steps = llm.last_stats.num_steps
     st = llm.last_stats
-    steps = st.num_steps
     events = prof.key_averages()
     kernel_us = sum(e.self_device_time_total for e in events
                     if e.device_type == torch.autograd.DeviceType.CUDA)
     print(f"\nsteps {steps}, wall {wall * 1e3 / steps:.2f} ms/step (profiler on), GPU kernel time "
           f"{kernel_us / 1e3 / steps:.2f} ms/step ({100 * kernel_us / 1e6 / wall:.0f}% busy), "
-          f"compressions {st.num_compressions}; engine stats: schedule "
-          f"{st.schedule_time_s / steps * 1e3:.2f}, execute {st.execute_time_s / steps * 1e3:.2f}"
-          f" ms/step")
+          f"compressions {st.num_compressions}; engine stats (the whole generate call, "
+          f"{st.num_steps} steps): schedule {st.schedule_time_s / st.num_steps * 1e3:.2f}, "
+          f"execute {st.execute_time_s / st.num_steps * 1e3:.2f} ms/step")
     print("host phases (CPU ms/step, inclusive):")
     phases = {}
     for e in sorted(events, key=lambda e: -e.cpu_time_total):

@@ -17,8 +17,8 @@ import torch
 
 from zipage.kernels._dispatch import cdiv, next_pow2, tl, triton, use_triton
 
-_HEADS_PER_PROGRAM = 8
-_HEADS_PER_ROTATING_PROGRAM = 16  # tl.dot's smallest M
+_HEADS_PER_PROGRAM = 8  # without the rotation: a program per (token, 8 heads)
+_ROWS_PER_ROTATING_PROGRAM = 32  # with it: 32 (token, head) rows, which share the signs
 
 
 @triton.jit
@@ -35,14 +35,40 @@ def sylvester_signs(HALF: tl.constexpr):
 
 
 @triton.jit
+def hadamard_halves(y1, y2, HALF: tl.constexpr, DOT_PREC: tl.constexpr):
+    """[y1 | y2] (rows, 2 HALF) times the orthonormal Hadamard matrix, as float32 halves."""
+    signs = sylvester_signs(HALF)
+    r1, r2 = y1.to(tl.float32), y2.to(tl.float32)
+    if HALF >= 16:  # bf16 and f16 values are exact in tf32 (10 mantissa bits), as is +-1
+        d1 = tl.dot(r1, signs, input_precision=DOT_PREC)
+        d2 = tl.dot(r2, signs, input_precision=DOT_PREC)
+    else:  # under tl.dot's smallest K: products summed in registers
+        d1 = tl.sum(r1[:, :, None] * signs[None, :, :], 1)
+        d2 = tl.sum(r2[:, :, None] * signs[None, :, :], 1)
+    norm = 1.0 / tl.sqrt(2.0 * HALF)
+    return (d1 + d2) * norm, (d1 - d2) * norm
+
+
+@triton.jit
 def _qk_rotary_kernel(qkv_ptr, cos_ptr, sin_ptr, q_weight_ptr, k_weight_ptr, q_ptr, k_ptr,
-                      stride_qkv, stride_cs, num_q_heads, num_heads, eps,
-                      HALF: tl.constexpr, HEADS: tl.constexpr, HAS_NORM: tl.constexpr,
+                      stride_qkv, stride_cs, num_q_heads, num_heads, num_rows, eps,
+                      HALF: tl.constexpr, ROWS: tl.constexpr, HAS_NORM: tl.constexpr,
                       ROTATE: tl.constexpr, DOT_PREC: tl.constexpr):
-    t = tl.program_id(0).to(tl.int64)
-    heads = tl.program_id(1) * HEADS + tl.arange(0, HEADS)
     cols = tl.arange(0, HALF)
-    ok = (heads < num_heads)[:, None]
+    if ROTATE:  # ROWS consecutive (token, head) rows: the MMA wants many
+        rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+        heads = rows % num_heads
+        t = (rows // num_heads)[:, None]
+        ok = (rows < num_rows)[:, None]
+        tables = t * stride_cs + cols[None, :]
+        c = tl.load(cos_ptr + tables, mask=ok, other=0.0)
+        s = tl.load(sin_ptr + tables, mask=ok, other=0.0)
+    else:  # one token, ROWS of its heads: its RoPE row loaded once
+        t = tl.program_id(0).to(tl.int64)
+        heads = tl.program_id(1) * ROWS + tl.arange(0, ROWS)
+        ok = (heads < num_heads)[:, None]
+        c = tl.load(cos_ptr + t * stride_cs + cols)[None, :]
+        s = tl.load(sin_ptr + t * stride_cs + cols)[None, :]
     base = qkv_ptr + t * stride_qkv + heads[:, None] * (2 * HALF) + cols[None, :]
     x1 = tl.load(base, mask=ok, other=0.0)
     x2 = tl.load(base + HALF, mask=ok, other=0.0)
@@ -57,21 +83,11 @@ def _qk_rotary_kernel(qkv_ptr, cos_ptr, sin_ptr, q_weight_ptr, k_weight_ptr, q_p
                       tl.load(k_weight_ptr + HALF + cols)[None, :]).to(tl.float32)
         x1 = ((a * inv[:, None]).to(dtype).to(tl.float32) * w1).to(dtype)
         x2 = ((b * inv[:, None]).to(dtype).to(tl.float32) * w2).to(dtype)
-    c = tl.load(cos_ptr + t * stride_cs + cols)[None, :]
-    s = tl.load(sin_ptr + t * stride_cs + cols)[None, :]
     a, b = x1.to(tl.float32), x2.to(tl.float32)
     y1, y2 = (a * c - b * s).to(dtype), (b * c + a * s).to(dtype)
     if ROTATE:
-        signs = sylvester_signs(HALF)
-        r1, r2 = y1.to(tl.float32), y2.to(tl.float32)
-        if HALF >= 16:  # bf16 and f16 values are exact in tf32 (10 mantissa bits), as is +-1
-            d1 = tl.dot(r1, signs, input_precision=DOT_PREC)
-            d2 = tl.dot(r2, signs, input_precision=DOT_PREC)
-        else:  # under tl.dot's smallest K: products summed in registers
-            d1 = tl.sum(r1[:, :, None] * signs[None, :, :], 1)
-            d2 = tl.sum(r2[:, :, None] * signs[None, :, :], 1)
-        norm = 1.0 / tl.sqrt(2.0 * HALF)
-        y1, y2 = ((d1 + d2) * norm).to(dtype), ((d1 - d2) * norm).to(dtype)
+        y1, y2 = hadamard_halves(y1, y2, HALF, DOT_PREC)
+        y1, y2 = y1.to(dtype), y2.to(dtype)
     q_off = (t * num_q_heads + heads[:, None]) * (2 * HALF) + cols[None, :]
     k_off = (t * (num_heads - num_q_heads) + heads[:, None] - num_q_heads) * (2 * HALF) \
         + cols[None, :]
@@ -108,12 +124,16 @@ def qk_rotary(qkv: torch.Tensor, num_q_heads: int, num_kv_heads: int, head_dim: 
         return q, k
     heads = num_q_heads + num_kv_heads
     has_norm = q_weight is not None
-    per_program = _HEADS_PER_ROTATING_PROGRAM if rotate_keys else _HEADS_PER_PROGRAM
-    grid = (T, cdiv(heads, per_program))
+    if rotate_keys:
+        per_program = _ROWS_PER_ROTATING_PROGRAM
+        grid = (cdiv(T * heads, per_program),)
+    else:
+        per_program = _HEADS_PER_PROGRAM
+        grid = (T, cdiv(heads, per_program))
     _qk_rotary_kernel[grid](qkv, cos, sin, q_weight if has_norm else cos,
                             k_weight if has_norm else cos, q, k, qkv.stride(0), cos.stride(0),
-                            num_q_heads, heads, float(eps), HALF=head_dim // 2,
-                            HEADS=per_program, HAS_NORM=has_norm, ROTATE=rotate_keys,
+                            num_q_heads, heads, T * heads, float(eps), HALF=head_dim // 2,
+                            ROWS=per_program, HAS_NORM=has_norm, ROTATE=rotate_keys,
                             DOT_PREC="ieee" if qkv.dtype == torch.float32 else "tf32")
     return q, k
 
