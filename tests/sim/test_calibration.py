@@ -161,3 +161,16 @@ def test_random_inputs_give_each_row_its_own_tokens_and_fill_the_caches(zipage_l
 def test_measure_grid_names_the_inputs_it_accepts(zipage_llm):
     with pytest.raises(ValueError, match="random, constant"):
         measure_grid(zipage_llm.runner, [GridPoint(1, 32)], 16, 2, PARAMS, inputs="zeros")
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_grid_of_one_or_two_batch_sizes_is_built(compressed):
+    """`calibrate --rows 128 256 --only ...` (a probe of two batch sizes) raised IndexError:
+    the mixed points took the 2nd and 3rd batch size; they take the largest there is."""
+    for rows in ((128, 256), (64,)):
+        pts = calibration_grid(compressed, 256, 8 if compressed else None, 800_000, 512,
+                               8192, 32768, rows=rows)
+        decode_rows = {p.decode_rows for p in pts if p.decode_rows and not p.prefill_rows
+                       and not p.compressions}
+        assert decode_rows == set(rows)
+        assert any(p.prefill_rows for p in pts)

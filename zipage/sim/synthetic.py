@@ -94,14 +94,15 @@ def calibration_grid(compressed: bool, block_size: int, num_kept_blocks: int | N
         pts += [GridPoint(r, ctx) for r in rows if r * ctx <= pool_tokens]
     chunk = max_batched_tokens
     small = min(128, chunk // 4)
-    big = rows[min(len(rows) - 1, 4)]
+    def row(i):  # the i-th smallest batch size, or the largest of fewer
+        return rows[min(len(rows) - 1, i)]
     mixed = [GridPoint(0, 1, chunk // small, small), GridPoint(0, 1, 1, chunk),
-             GridPoint(big, contexts[1], max(1, chunk // (4 * small)), small),
-             GridPoint(rows[2], contexts[-1] if compressed else contexts[1], 1, chunk // 2)]
+             GridPoint(row(4), contexts[1], max(1, chunk // (4 * small)), small),
+             GridPoint(row(2), contexts[-1] if compressed else contexts[1], 1, chunk // 2)]
     if not compressed:  # recompute after a preemption: a long cached prefix per chunk
         prefix = min(max_context - chunk, pool_tokens // 2 - chunk)
         if prefix > 0:
-            mixed.append(GridPoint(rows[1], contexts[1], 1, chunk // 2, prefix))
+            mixed.append(GridPoint(row(1), contexts[1], 1, chunk // 2, prefix))
     pts += [p for p in mixed if kv_tokens(p) <= pool_tokens]
     if compressed:
         C = num_kept_blocks
