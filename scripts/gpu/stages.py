@@ -86,6 +86,11 @@ STAGES = {
                              "not tune on (results/bench/fp8_forecast.md, eleventh)", [
         bench("fp8_flat_splits", 200, "fp8-flat-splits", "--json",
               "{out}/fp8_flat_splits.json")]),
+    "calibrate-zipage-bf16": Stage("the bf16 Zipage config (block 256) alone: its compression "
+                                   "costs predate the published score (results/bench/"
+                                   "bf16_compression_whatif.md); merge with --replace", [
+        bench("calibrate_zipage_b256", 240, "calibrate", "--configs", "zipage/b256",
+              "--out", "{out}/step_cost_zipage_b256.json")]),
     "fp8-calibrate-e4m3": Stage("the FP8 step-cost calibration with the e4m3-MMA decode "
                                 "(fp8_decode=e4m3)", [
         bench("fp8_calibrate_e4m3", 360, "calibrate", "--configs", "fullkv/b256", "zipage/b256",
