@@ -78,8 +78,9 @@ def test_silu_mul_reference_formula():
 @pytest.mark.parametrize("T,hq,hkv,D,norm,dtype", [
     (5, 4, 2, 64, True, torch.float32),
     (3, 6, 2, 32, False, torch.float32),
-    (7, 3, 1, 128, True, torch.float32),     # 16-head programs straddle the q/k boundary
-    (4, 20, 4, 32, True, torch.float32),     # two programs per token, the second part-masked
+    (7, 3, 1, 128, True, torch.float32),     # 32-row programs span tokens and q/k heads
+    (4, 20, 4, 32, True, torch.float32),     # 96 rows: the last of 3 programs is all-valid
+    (3, 7, 2, 32, True, torch.float32),      # 27 rows: one program, part-masked
     (3, 4, 2, 16, True, torch.float32),      # halves under tl.dot's K of 16: summed in registers
     (2, 2, 1, 2, False, torch.float32),
     (6, 4, 2, 64, True, torch.bfloat16),
