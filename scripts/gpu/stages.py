@@ -72,9 +72,11 @@ STAGES = {
         bench("fidelity", 440, "fidelity-gpu", "--max-wall-s", "380",
               "--log-dir", "{out}/fidelity_logs", "--results-dir", "{out}/fidelity")],
         env={"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}),
-    "fp8-kernels": Stage("FP8 paged attention vs the FP8 byte roofline next to bf16 (sweep), "
-                         "and the FP8 GPU checks (the e4m3 decode's shapes included)", [
-        bench("fp8_kernels", 300, "fp8-kernels", "--json", "{out}/fp8_kernel_sweep.json"),
+    "fp8-kernels": Stage("FP8 paged attention vs the FP8 byte roofline next to bf16 (sweep, "
+                         "with each decode variant's energy per call), and the FP8 GPU checks "
+                         "(the e4m3 decode's shapes included)", [
+        bench("fp8_kernels", 330, "fp8-kernels", "--energy", "0.5",
+              "--json", "{out}/fp8_kernel_sweep.json"),
         pytest("fp8_tests", 300, "-m", "gpu", "tests/gpu/test_fp8_kernels.py",
                "tests/gpu/test_fp8_decode_mma_shapes.py", "-rA")]),
     "rotation": Stage("the FP8 key rotation fused into qk_rotary: GPU time next to the two "

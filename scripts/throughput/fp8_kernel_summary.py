@@ -22,9 +22,12 @@ def print_row(row):
     if "error" in row:
         print(f"  {what:<66} {row['error']}", flush=True)
         return
+    energy = (f"  {row['mj_per_call']:.3f} mJ/call at {row['watts']:.0f} W, "
+              f"{row['sm_mhz']} MHz" if "mj_per_call" in row else "")
+    err = row.get("rel_err", float("nan"))  # missing where the output check raised
     print(f"  {what:<66} {row['ms']:8.3f} ms {row['gbps']:8.1f} GB/s "
-          f"{row['pct_roofline']:5.1f}% of its byte roofline  err {row['rel_err']:.1e}"
-          + ("" if row.get("correct") else "  WRONG OUTPUT"), flush=True)
+          f"{row['pct_roofline']:5.1f}% of its byte roofline  err {err:.1e}"
+          + ("" if row.get("correct") else "  WRONG OUTPUT") + energy, flush=True)
 
 
 def summary(decode, shapes):

@@ -4,6 +4,7 @@ fp8_prefill_score.py, with the score's candidate launches).
 
     python -m scripts.bench fp8-kernels [--json OUT] [--shapes a,b] [--full-grid]   (~2-3 min)
     python -m scripts.bench fp8-kernels --cpu-smoke      (tiny shapes, Triton interpreter)
+    python -m scripts.bench fp8-kernels --energy 1       (also mJ per call: scripts/throughput/energy.py)
 
 Roofline: the bytes a decode step must read (K and V of every context token and, for FP8,
 their float32 scales) over the copy bandwidth measured first (a 2 GiB device-to-device copy,
@@ -41,6 +42,7 @@ from scripts.throughput.fp8_kernel_parts import (bench_ms, decode_query, decode_
 from scripts.throughput.fp8_kernel_summary import (E4M3_LABEL, FLAT_LABEL, MAX_REL_ERR,
                                                    OCCUPANCY_LABEL, SPLIT_LABEL,
                                                    print_row, summary)
+from scripts.throughput.energy import EnergyCounter, energy_per_call
 from scripts.throughput.fp8_prefill_score import other_rows
 
 OPERANDS = {"f16": torch.float16, "bf16": torch.bfloat16, "e4m3": torch.float8_e4m3fn}
@@ -90,6 +92,9 @@ def decode_rows(name, rows, ctx, dims, copy, args, device):
                 return paged_decode_attention(q, k, v, table, lens, D ** -0.5, splits, out,
                                               scratch, k_scale=ks, v_scale=vs, **kw)
             row["ms"] = bench_ms(call, args.cpu_smoke)
+            if args.energy:  # the row's cost on a power-capped GPU (energy.py)
+                row.update(energy_per_call(call, args.energy_counter, args.energy,
+                                           torch.cuda.synchronize) or {})
             out.fill_(float("nan"))  # a row the variant does not write shows as NaN
             call()
             row["rel_err"] = rel_err(out, reference[kind])
@@ -178,6 +183,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="time every combination of the grid (far over 3 minutes)")
     ap.add_argument("--cpu-smoke", action="store_true",
                     help="tiny shapes in the Triton interpreter, one variant each (a test)")
+    ap.add_argument("--energy", type=float, default=0.0, metavar="S",
+                    help="also loop each decode variant S seconds and report mJ per call, "
+                         "mean W and the SM clock (NVML's energy counter; GPU only)")
 
 
 def main(args) -> int:
@@ -189,6 +197,13 @@ def main(args) -> int:
     if opened is None:
         return 2
     device, env, copy = opened
+    args.energy_counter = None
+    if args.energy:
+        args.energy_counter = EnergyCounter()
+        if args.cpu_smoke or not args.energy_counter.available:
+            print("--energy: NVML's energy counter is not available here; rows have no "
+                  "energy", file=sys.stderr)
+            args.energy = 0.0
     shapes = SMOKE_SHAPES if args.cpu_smoke else {s: GPU_SHAPES[s] for s in names}
     dims = SMOKE if args.cpu_smoke else GPU
     decode = []

@@ -1,0 +1,65 @@
+"""GPU energy per kernel call, from NVML's energy counter (read through ctypes: no package).
+
+On a power-capped GPU (the H200 here holds Zipage 512 at its 700 W cap) a step costs about
+its energy, so a kernel that is faster alone but spends the same joules barely shortens the
+engine's step (docs/fp8.md, "Throughput"). `bench fp8-kernels --energy S` loops each decode
+variant for S seconds and reports millijoules per call, mean watts and the SM clock next to
+its time. The counter is the board's (GPU and memory), in mJ since the driver loaded; NVML
+device 0 is read, so run on a machine whose first GPU is the one timed.
+"""
+import ctypes
+import time
+
+NVML_CLOCK_SM = 1
+
+
+class EnergyCounter:
+    """NVML's total-energy counter of one GPU; `available` is False where NVML or the counter
+    is missing (a CPU machine, GPUs before Volta)."""
+
+    def __init__(self, index: int = 0, library: str = "libnvidia-ml.so.1"):
+        self.lib = self.handle = None
+        try:
+            lib = ctypes.CDLL(library)
+        except OSError:
+            return
+        handle = ctypes.c_void_p()
+        if lib.nvmlInit_v2() != 0 or lib.nvmlDeviceGetHandleByIndex_v2(
+                index, ctypes.byref(handle)) != 0:
+            return
+        self.lib, self.handle = lib, handle
+        if self.millijoules() is None:
+            self.lib = self.handle = None
+
+    @property
+    def available(self) -> bool:
+        return self.handle is not None
+
+    def millijoules(self) -> int | None:
+        value = ctypes.c_ulonglong()
+        rc = self.lib.nvmlDeviceGetTotalEnergyConsumption(self.handle, ctypes.byref(value))
+        return value.value if rc == 0 else None
+
+    def sm_clock_mhz(self) -> int | None:
+        value = ctypes.c_uint()
+        rc = self.lib.nvmlDeviceGetClockInfo(self.handle, NVML_CLOCK_SM, ctypes.byref(value))
+        return value.value if rc == 0 else None
+
+
+def energy_per_call(fn, counter, seconds: float, sync) -> dict | None:
+    """fn called back to back for about `seconds` (after as many calls again to reach a
+    steady clock): {"mj_per_call", "watts", "sm_mhz" (at the end), "calls"}; None where the
+    counter is unavailable. sync() waits for the device (torch.cuda.synchronize)."""
+    if counter is None or not counter.available or seconds <= 0:
+        return None
+    for phase in ("warm", "measure"):
+        sync()
+        start_mj, start_s, calls = counter.millijoules(), time.perf_counter(), 0
+        while time.perf_counter() - start_s < seconds:
+            for _ in range(10):  # queue a few calls between clock reads
+                fn()
+            calls += 10
+        sync()
+        mj, elapsed = counter.millijoules() - start_mj, time.perf_counter() - start_s
+    return dict(mj_per_call=mj / calls, watts=mj / 1e3 / elapsed, sm_mhz=counter.sm_clock_mhz(),
+                calls=calls)
