@@ -75,7 +75,7 @@ STAGES = {
     "fp8-kernels": Stage("FP8 paged attention vs the FP8 byte roofline next to bf16 (sweep, "
                          "with each decode variant's energy per call), and the FP8 GPU checks "
                          "(the e4m3 decode's shapes included)", [
-        bench("fp8_kernels", 330, "fp8-kernels", "--energy", "0.5",
+        bench("fp8_kernels", 420, "fp8-kernels", "--energy", "1",
               "--json", "{out}/fp8_kernel_sweep.json"),
         pytest("fp8_tests", 300, "-m", "gpu", "tests/gpu/test_fp8_kernels.py",
                "tests/gpu/test_fp8_decode_mma_shapes.py", "-rA")]),
