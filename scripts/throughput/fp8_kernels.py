@@ -4,7 +4,7 @@ fp8_prefill_score.py, with the score's candidate launches).
 
     python -m scripts.bench fp8-kernels [--json OUT] [--shapes a,b] [--full-grid]   (~2-3 min)
     python -m scripts.bench fp8-kernels --cpu-smoke      (tiny shapes, Triton interpreter)
-    python -m scripts.bench fp8-kernels --energy 1       (also mJ per call: scripts/throughput/energy.py)
+    python -m scripts.bench fp8-kernels --energy 1       (also mJ per call: energy.py)
 
 Roofline: the bytes a decode step must read (K and V of every context token and, for FP8,
 their float32 scales) over the copy bandwidth measured first (a 2 GiB device-to-device copy,

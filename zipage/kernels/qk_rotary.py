@@ -7,11 +7,11 @@ Unfused, a decode step ran four kernels per layer here (two norms, two rotaries;
 256 rows on an H200, 1.1 ms a step over 36 layers) for 2.5 MB of data. Rounding follows the
 eager ops (zipage.layers.pointwise): the norm in float32, rounded to the activation dtype,
 times the weight (rounded), then the rotation in float32, rounded once. The Hadamard
-rotation, fused (it was two matmuls per layer: on an H100 at 512 rows this kernel takes 8.3 us
-with it, 3.7 without, the matmuls 7.3; docs/fp8.md), takes the rounded RoPE output: with H_D = [[S, S], [S, -S]] / sqrt(D), S the
-+-1 Sylvester matrix of D/2, x H_D = [x1 S + x2 S, x1 S - x2 S] / sqrt(D): two tf32 MMAs
-(bf16 and f16 values and +-1 are exact in tf32; float32 activations: IEEE float32)
-accumulated in float32, rounded once.
+rotation, fused (it was two matmuls per layer: on an H100 at 512 rows this kernel takes
+8.3 us with it, 3.7 without, the matmuls 7.3; docs/fp8.md), takes the rounded RoPE output:
+with H_D = [[S, S], [S, -S]] / sqrt(D), S the +-1 Sylvester matrix of D/2,
+x H_D = [x1 S + x2 S, x1 S - x2 S] / sqrt(D): two tf32 MMAs (bf16 and f16 values and +-1
+are exact in tf32; float32 activations: IEEE float32) accumulated in float32, rounded once.
 """
 import torch
 
@@ -142,7 +142,7 @@ def qk_rotary_reference(qkv, num_q_heads, num_kv_heads, head_dim, cos, sin, q_we
                         k_weight=None, eps=1e-6, rotate_keys=False):
     """The eager ops the kernel fuses (zipage.layers.pointwise; the Hadamard rotation in
     float32 from the rounded RoPE output, rounded once), same arguments and result."""
-    from zipage.layers.key_rotation import hadamard
+    from zipage.layers.key_rotation import hadamard, rotate
     from zipage.layers.pointwise import rms_norm, rotary
     T = qkv.shape[0]
     q = qkv[:, :num_q_heads * head_dim].view(T, num_q_heads, head_dim)
@@ -153,7 +153,5 @@ def qk_rotary_reference(qkv, num_q_heads, num_kv_heads, head_dim, cos, sin, q_we
     q, k = rotary(q, cos, sin), rotary(k, cos, sin)
     if rotate_keys:
         h = hadamard(head_dim, torch.float32, qkv.device)
-        q, k = (x.float().reshape(-1, head_dim) @ h for x in (q, k))
-        q = q.to(qkv.dtype).view(T, num_q_heads, head_dim)
-        k = k.to(qkv.dtype).view(T, num_kv_heads, head_dim)
+        q, k = (rotate(x.float(), h).to(qkv.dtype) for x in (q, k))
     return q, k
