@@ -33,3 +33,26 @@ def test_no_counter_no_energy():
     missing = EnergyCounter(library="libnvidia-ml-that-is-not-here.so")
     assert not missing.available
     assert energy_per_call(lambda: None, missing, 1.0, lambda: None) is None
+
+
+def test_a_runs_energy_is_the_counter_difference_over_its_tokens_and_seconds():
+    from scripts.throughput.energy import energy_since
+    counter = FakeCounter()
+    start = counter.millijoules()
+    counter.mj += 48_000  # 48 J over the run
+    out = energy_since(counter, start, 2.0, 1000)
+    assert out == dict(joules=48.0, watts=24.0, mj_per_output_token=48.0)
+
+
+def test_a_run_without_a_counter_or_a_start_reading_reports_no_energy():
+    from scripts.throughput.energy import energy_since
+    assert energy_since(None, 1000, 2.0, 10) is None
+    assert energy_since(FakeCounter(), None, 2.0, 10) is None
+    assert energy_since(EnergyCounter(library="libnvidia-ml-that-is-not-here.so"), 0, 2.0,
+                        10) is None
+
+
+def test_the_long_benchmarks_table_shows_a_dash_without_energy():
+    from scripts.throughput.long import mj_per_token
+    assert mj_per_token({"energy": None}) == "-"
+    assert mj_per_token({"energy": {"mj_per_output_token": 47.94}}) == "47.9"

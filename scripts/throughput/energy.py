@@ -1,10 +1,11 @@
-"""GPU energy per kernel call, from NVML's energy counter (read through ctypes: no package).
+"""GPU energy per kernel call and per run, from NVML's energy counter (ctypes: no package).
 
 On a power-capped GPU (the H200 here holds Zipage 512 at its 700 W cap) a step costs about
 its energy, so a kernel that is faster alone but spends the same joules barely shortens the
 engine's step (docs/fp8.md, "Throughput"). `bench fp8-kernels --energy S` loops each decode
 variant for S seconds and reports millijoules per call, mean watts and the SM clock next to
-its time. The counter is the board's (GPU and memory), in mJ since the driver loaded; NVML
+its time; `bench long` reports each engine run's joules and mJ per output token
+(`energy_since`). The counter is the board's (GPU and memory), in mJ since the driver loaded; NVML
 device 0 is read, so run on a machine whose first GPU is the one timed.
 """
 import ctypes
@@ -63,3 +64,14 @@ def energy_per_call(fn, counter, seconds: float, sync) -> dict | None:
         mj, elapsed = counter.millijoules() - start_mj, time.perf_counter() - start_s
     return dict(mj_per_call=mj / calls, watts=mj / 1e3 / elapsed, sm_mhz=counter.sm_clock_mhz(),
                 calls=calls)
+
+
+def energy_since(counter, start_mj: int | None, seconds: float, output_tokens: int) -> dict | None:
+    """{"joules", "watts", "mj_per_output_token"} of a run that began when the counter read
+    start_mj and lasted `seconds` (the caller has waited for the device); None without a
+    counter or a start reading."""
+    if counter is None or not counter.available or start_mj is None:
+        return None
+    mj = counter.millijoules() - start_mj
+    return dict(joules=mj / 1e3, watts=mj / 1e3 / seconds if seconds > 0 else None,
+                mj_per_output_token=mj / output_tokens if output_tokens else None)

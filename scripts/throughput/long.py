@@ -25,6 +25,7 @@ import time
 from collections import Counter
 
 from scripts import common as bc
+from scripts.throughput.energy import EnergyCounter, energy_since
 from scripts.throughput.roofline import copy_bandwidth, mean_decode_context
 from zipage import LLM, SamplingParams
 from zipage.compression.presets import COMPARISON, preset
@@ -87,7 +88,9 @@ def run_engine(a, model: str, name: str, base: dict, prompts, warm_prompts, devi
     params = [SamplingParams(temperature=a.temperature, seed=a.seed, max_tokens=n,
                              ignore_eos=True) for n in a.lengths]
     tracer = StepTracer.attach(llm) if a.trace else None
+    meter = EnergyCounter() if device.type == "cuda" else None  # NVML device 0: the GPU timed
     bc.sync(device)
+    start_mj = meter.millijoules() if meter is not None and meter.available else None
     t0 = time.perf_counter()
     outs = llm.generate(prompts, params, use_tqdm=False)
     bc.sync(device)
@@ -97,12 +100,13 @@ def run_engine(a, model: str, name: str, base: dict, prompts, warm_prompts, devi
         traces[name] = tracer.table(opts)
     n_out = sum(len(o.outputs[0].token_ids) for o in outs if o.outputs)
     stats = llm.last_stats.as_dict()
+    energy = energy_since(meter, start_mj, wall, n_out)
     peak_kv = max(o.outputs[0].metrics["peak_kv_tokens"] for o in outs if o.outputs)
     result = dict(engine=name, options=opts, load_time_s=load_s, wall_time_s=wall,
                   num_output_tokens=n_out, output_tokens_per_s=n_out / wall,
                   max_concurrency=llm.max_concurrency, num_kv_blocks=llm.num_kv_blocks,
                   fp8_key_rotation=llm.config.rotates_keys, fp8_decode=llm.config.fp8_decode,
-                  peak_kv_tokens_per_request=peak_kv, stats=stats,
+                  peak_kv_tokens_per_request=peak_kv, stats=stats, energy=energy,
                   incomplete=sum(1 for o, n in zip(outs, a.lengths) if not o.outputs or
                                  len(o.outputs[0].token_ids) != n),
                   model_shape=dataclasses.asdict(llm.spec),
@@ -113,9 +117,18 @@ def run_engine(a, model: str, name: str, base: dict, prompts, warm_prompts, devi
           f"{stats['peak_running']}, preemptions {stats['num_preemptions']}, compressions "
           f"{stats['num_compressions']} ({stats['compression_time_s']:.1f} s), peak KV/request "
           f"{peak_kv}", flush=True)
+    if energy is not None and n_out and wall > 0:
+        print(f"   energy {energy['joules']:.0f} J at {energy['watts']:.0f} W mean: "
+              f"{energy['mj_per_output_token']:.1f} mJ per output token", flush=True)
     llm.shutdown()
     bc.free_memory(device)
     return result
+
+
+def mj_per_token(result: dict) -> str:
+    """The run's energy per output token for the summary table, '-' without a counter."""
+    per_token = (result.get("energy") or {}).get("mj_per_output_token")
+    return "-" if per_token is None else f"{per_token:.1f}"
 
 
 def bytes_read(a, llm, stats: dict, tracer: StepTracer | None) -> float:
@@ -201,7 +214,8 @@ def main(a) -> int:
     if a.trace:
         write_traces(a.trace, {"fullkv" if k == "full" else k: v for k, v in traces.items()})
     print(f"\n{'engine':<14}{'tok/s':>9}{'vs zipage':>10}{'wall s':>9}{'mean run':>10}"
-          f"{'max conc':>10}{'preempt':>9}{'compress s':>12}{'peak KV/req':>13}{'roofline':>10}")
+          f"{'max conc':>10}{'preempt':>9}{'compress s':>12}{'peak KV/req':>13}{'roofline':>10}"
+          f"{'mJ/tok':>8}")
     zipage_tps = next((r["output_tokens_per_s"] for r in results if r["engine"] == "zipage"),
                       None)
     for r in results:
@@ -213,7 +227,7 @@ def main(a) -> int:
         print(f"{r['engine']:<14}{r['output_tokens_per_s']:>9.0f}{rel:>10}{r['wall_time_s']:>9.1f}"
               f"{s['mean_running']:>10.1f}{r['max_concurrency']:>10}{s['num_preemptions']:>9}"
               f"{s['compression_time_s']:>12.1f}{r['peak_kv_tokens_per_request']:>13}"
-              f"{'-' if roof is None else f'{roof:.1%}':>10}")
+              f"{'-' if roof is None else f'{roof:.1%}':>10}{mj_per_token(r):>8}")
     if ratio is not None:
         print(f"ratio zipage / full KV: {ratio:.2f}x")
     if tmp is not None:
