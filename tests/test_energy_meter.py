@@ -56,3 +56,7 @@ def test_the_long_benchmarks_table_shows_a_dash_without_energy():
     from scripts.throughput.long import mj_per_token
     assert mj_per_token({"energy": None}) == "-"
     assert mj_per_token({"energy": {"mj_per_output_token": 47.94}}) == "47.9"
+
+
+def test_a_library_without_nvml_gives_no_counter_rather_than_an_error():
+    assert not EnergyCounter(library="libc.so.6").available

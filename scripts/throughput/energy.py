@@ -20,13 +20,13 @@ class EnergyCounter:
 
     def __init__(self, index: int = 0, library: str = "libnvidia-ml.so.1"):
         self.lib = self.handle = None
-        try:
+        try:  # a missing library or symbol means no counter, never a failed benchmark
             lib = ctypes.CDLL(library)
-        except OSError:
-            return
-        handle = ctypes.c_void_p()
-        if lib.nvmlInit_v2() != 0 or lib.nvmlDeviceGetHandleByIndex_v2(
-                index, ctypes.byref(handle)) != 0:
+            handle = ctypes.c_void_p()
+            if lib.nvmlInit_v2() != 0 or lib.nvmlDeviceGetHandleByIndex_v2(
+                    index, ctypes.byref(handle)) != 0:
+                return
+        except (OSError, AttributeError):
             return
         self.lib, self.handle = lib, handle
         if self.millijoules() is None:
@@ -38,7 +38,10 @@ class EnergyCounter:
 
     def millijoules(self) -> int | None:
         value = ctypes.c_ulonglong()
-        rc = self.lib.nvmlDeviceGetTotalEnergyConsumption(self.handle, ctypes.byref(value))
+        try:
+            rc = self.lib.nvmlDeviceGetTotalEnergyConsumption(self.handle, ctypes.byref(value))
+        except AttributeError:  # a driver without the counter
+            return None
         return value.value if rc == 0 else None
 
     def sm_clock_mhz(self) -> int | None:
@@ -72,6 +75,9 @@ def energy_since(counter, start_mj: int | None, seconds: float, output_tokens: i
     counter or a start reading."""
     if counter is None or not counter.available or start_mj is None:
         return None
-    mj = counter.millijoules() - start_mj
+    end_mj = counter.millijoules()
+    if end_mj is None:
+        return None
+    mj = end_mj - start_mj
     return dict(joules=mj / 1e3, watts=mj / 1e3 / seconds if seconds > 0 else None,
                 mj_per_output_token=mj / output_tokens if output_tokens else None)
