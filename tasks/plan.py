@@ -98,9 +98,9 @@ def make_plan(cfg, run_dir: str | None = None, runs_root: str | None = None, *,
         validate(cfg)
     device = device or resolved_device(cfg.engine.device)
     eff, notes, model_notes = _settled(cfg, device, stated, stored)
+    model_id, kwargs, compression = _engine(eff, notes)  # a bad engine value before any data
     task = task_from_config(eff)
     problems = tuple(load_problems(eff, task))
-    model_id, kwargs, compression = _engine(eff, notes)
     if stored is None:
         _check_runnable(eff, device, len(problems))
         run_dir = run_dir or eff.run_dir or os.path.join(

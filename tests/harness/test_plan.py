@@ -143,3 +143,13 @@ def test_the_plan_is_read_only(tmp_path, data_dir):
         plan.run_dir = "/elsewhere"
     with pytest.raises(Exception, match="read-only"):
         plan.cfg.seed = 3
+
+
+def test_a_bad_engine_value_is_named_before_the_data_is_read(tmp_path, data_dir):
+    """The engine's own check is cheap; a malformed data file (or a slow hub download) must
+    not hide it."""
+    from tasks.prepare import ConfigError
+    with open(os.path.join(data_dir, "amc23.jsonl"), "a") as f:
+        f.write("{not json\n")
+    with pytest.raises(ConfigError, match="kv_cache_dtype must be 'auto' or 'fp8'"):
+        plan_mod.make_plan(config(tmp_path, data_dir, "budget=512", "engine.kv_cache_dtype=fp9"))
