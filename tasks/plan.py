@@ -2,8 +2,8 @@
 
 `make_plan(cfg)` validates the composed config and derives, in order: the device, the
 effective config (resolved, absolute paths, CPU clamps), the model it runs and its label,
-the bound task and its problems, the engine's keyword arguments and resolved compression
-settings, the run folder, the sample and scoring identities, and the Full-KV baseline's own
+the engine's keyword arguments and resolved compression settings, the bound task and its
+problems, the run folder, the sample and scoring identities, and the Full-KV baseline's own
 plan. Generation (tasks/evaluate.py), scoring (tasks/score.py) and the sweep planner
 (tasks/sweep.py) read the plan; none of them derives any of it again. `plan_for_folder`
 rebuilds the plan of an existing run folder from its stored config, through the same steps.
