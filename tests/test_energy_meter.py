@@ -35,6 +35,13 @@ def test_no_counter_no_energy():
     assert energy_per_call(lambda: None, missing, 1.0, lambda: None) is None
 
 
+def test_a_counter_that_stops_answering_mid_loop_gives_no_energy_rather_than_an_error():
+    counter = FakeCounter()
+    readings = iter([1000, 2000, 3000, None])  # warm loop, then the measured one's end
+    counter.millijoules = lambda: next(readings)
+    assert energy_per_call(lambda: None, counter, 0.001, lambda: None) is None
+
+
 def test_a_runs_energy_is_the_counter_difference_over_its_tokens_and_seconds():
     from scripts.throughput.energy import energy_since
     counter = FakeCounter()

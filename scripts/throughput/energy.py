@@ -53,7 +53,8 @@ class EnergyCounter:
 def energy_per_call(fn, counter, seconds: float, sync) -> dict | None:
     """fn called back to back for about `seconds` (after as many calls again to reach a
     steady clock): {"mj_per_call", "watts", "sm_mhz" (at the end), "calls"}; None where the
-    counter is unavailable. sync() waits for the device (torch.cuda.synchronize)."""
+    counter is unavailable or stops answering. sync() waits for the device
+    (torch.cuda.synchronize)."""
     if counter is None or not counter.available or seconds <= 0:
         return None
     for phase in ("warm", "measure"):
@@ -64,7 +65,10 @@ def energy_per_call(fn, counter, seconds: float, sync) -> dict | None:
                 fn()
             calls += 10
         sync()
-        mj, elapsed = counter.millijoules() - start_mj, time.perf_counter() - start_s
+        end_mj, elapsed = counter.millijoules(), time.perf_counter() - start_s
+        if start_mj is None or end_mj is None:  # the counter stopped answering
+            return None
+        mj = end_mj - start_mj
     return dict(mj_per_call=mj / calls, watts=mj / 1e3 / elapsed, sm_mhz=counter.sm_clock_mhz(),
                 calls=calls)
 
