@@ -55,7 +55,7 @@ SMOKE = dict(H_q=8, H_kv=2, D=32, bs=16)
 SMOKE_SHAPES = {"a": (3, 48)}
 
 
-def decode_rows(name, rows, ctx, dims, copy, args, device):
+def decode_rows(name, rows, ctx, dims, copy, args, device, energy_counter=None):
     from zipage.kernels.fp8 import copy_to_transposed_v
     from zipage.kernels.fp8_launch import (E4M3_DECODE, FP8_DECODE, FP8_DECODE_FLAT,
                                            FP8_DECODE_OCCUPANCY, FP8_DECODE_SPLIT)
@@ -93,7 +93,7 @@ def decode_rows(name, rows, ctx, dims, copy, args, device):
                                               scratch, k_scale=ks, v_scale=vs, **kw)
             row["ms"] = bench_ms(call, args.cpu_smoke)
             if args.energy:  # the row's cost on a power-capped GPU (energy.py)
-                row.update(energy_per_call(call, args.energy_counter, args.energy,
+                row.update(energy_per_call(call, energy_counter, args.energy,
                                            torch.cuda.synchronize) or {})
             out.fill_(float("nan"))  # a row the variant does not write shows as NaN
             call()
@@ -197,10 +197,10 @@ def main(args) -> int:
     if opened is None:
         return 2
     device, env, copy = opened
-    args.energy_counter = None
+    energy_counter = None
     if args.energy:
-        args.energy_counter = EnergyCounter()
-        if args.cpu_smoke or not args.energy_counter.available:
+        energy_counter = EnergyCounter()
+        if args.cpu_smoke or not energy_counter.available:
             print("--energy: NVML's energy counter is not available here; rows have no "
                   "energy", file=sys.stderr)
             args.energy = 0.0
@@ -210,7 +210,7 @@ def main(args) -> int:
     for name, (rows, ctx) in shapes.items():
         print(f"decode ({name}) {rows} rows x {ctx} keys, H {dims['H_q']}/{dims['H_kv']}, "
               f"D {dims['D']}, block {dims['bs']}", flush=True)
-        decode += decode_rows(name, rows, ctx, dims, copy, args, device)
+        decode += decode_rows(name, rows, ctx, dims, copy, args, device, energy_counter)
         if device == "cuda":
             torch.cuda.empty_cache()
     other = other_rows(dims, args, device)
