@@ -50,6 +50,13 @@ class EnergyCounter:
         return value.value if rc == 0 else None
 
 
+def _millijoules_since(counter, start_mj: int | None) -> int | None:
+    """The counter's gain since start_mj; None where either reading failed (the counter
+    stopped answering)."""
+    end_mj = counter.millijoules()
+    return None if start_mj is None or end_mj is None else end_mj - start_mj
+
+
 def energy_per_call(fn, counter, seconds: float, sync) -> dict | None:
     """fn called back to back for about `seconds` (after as many calls again to reach a
     steady clock): {"mj_per_call", "watts", "sm_mhz" (at the end), "calls"}; None where the
@@ -65,10 +72,9 @@ def energy_per_call(fn, counter, seconds: float, sync) -> dict | None:
                 fn()
             calls += 10
         sync()
-        end_mj, elapsed = counter.millijoules(), time.perf_counter() - start_s
-        if start_mj is None or end_mj is None:  # the counter stopped answering
+        mj, elapsed = _millijoules_since(counter, start_mj), time.perf_counter() - start_s
+        if mj is None:
             return None
-        mj = end_mj - start_mj
     return dict(mj_per_call=mj / calls, watts=mj / 1e3 / elapsed, sm_mhz=counter.sm_clock_mhz(),
                 calls=calls)
 
@@ -77,11 +83,10 @@ def energy_since(counter, start_mj: int | None, seconds: float, output_tokens: i
     """{"joules", "watts", "mj_per_output_token"} of a run that began when the counter read
     start_mj and lasted `seconds` (the caller has waited for the device); None without a
     counter or a start reading."""
-    if counter is None or not counter.available or start_mj is None:
+    if counter is None or not counter.available:
         return None
-    end_mj = counter.millijoules()
-    if end_mj is None:
+    mj = _millijoules_since(counter, start_mj)
+    if mj is None:
         return None
-    mj = end_mj - start_mj
     return dict(joules=mj / 1e3, watts=mj / 1e3 / seconds if seconds > 0 else None,
                 mj_per_output_token=mj / output_tokens if output_tokens else None)
