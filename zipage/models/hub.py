@@ -1,0 +1,26 @@
+"""A model named by its Hugging Face hub id: the local folder of its files, fetched into the
+Hugging Face cache when missing there (the cache's copy serves offline)."""
+
+CONFIG_FILES = ["*.json", "*.jinja", "*.txt", "*.model", "tokenizer*"]
+WEIGHT_FILES = ["*.safetensors"]
+
+
+class ModelNotFoundError(FileNotFoundError):
+    """The model's files are neither here nor fetchable; the message says what to do."""
+
+
+def hub_snapshot(repo_id: str, weights: bool) -> str:
+    """The cached snapshot folder of `repo_id`: config and tokenizer files, and the
+    safetensors weights when `weights` (random-weight runs need only the config)."""
+    from huggingface_hub import snapshot_download
+    try:
+        return snapshot_download(repo_id, allow_patterns=CONFIG_FILES + (WEIGHT_FILES if weights
+                                                                         else []))
+    except Exception as e:  # offline, no such repo, gated without a token, a full disk
+        lines = str(e).strip().splitlines()
+        raise ModelNotFoundError(
+            f"model {repo_id!r} could not be fetched from the Hugging Face hub and is not in "
+            f"its local cache ({type(e).__name__}: {lines[0] if lines else 'no detail'}). "
+            f"Fetch it where the hub is reachable (`hf download {repo_id}`; HF_HUB_OFFLINE=1 "
+            f"then uses that copy without asking the hub), or pass a local checkpoint folder "
+            f"instead") from e
