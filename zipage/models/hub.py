@@ -14,8 +14,8 @@ def hub_snapshot(repo_id: str, weights: bool) -> str:
     safetensors weights when `weights` (random-weight runs need only the config)."""
     from huggingface_hub import snapshot_download
     try:
-        return snapshot_download(repo_id, allow_patterns=CONFIG_FILES + (WEIGHT_FILES if weights
-                                                                         else []))
+        patterns = CONFIG_FILES + (WEIGHT_FILES if weights else [])
+        return snapshot_download(repo_id, allow_patterns=patterns)
     except Exception as e:  # offline, no such repo, gated without a token, a full disk
         lines = str(e).strip().splitlines()
         raise ModelNotFoundError(

@@ -37,7 +37,7 @@ def resolve(model: str, load_format: str) -> tuple[str, str | None]:
     if "/" in model and not model.startswith((".", "/")):
         return hub_snapshot(model, weights), None
     raise ModelNotFoundError(f"model not found: {model!r} is neither a folder, a .gguf file, "
-                            f"nor a known name ({', '.join(['smollm2-135m', *HUB_IDS])})")
+                             f"nor a known name ({', '.join(['smollm2-135m', *HUB_IDS])})")
 
 
 def load_hf_config(path: str, gguf: str | None):
