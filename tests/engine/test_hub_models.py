@@ -2,13 +2,10 @@
 neither cached nor reachable fails with what to do. Each case runs in a subprocess with
 HF_HUB_OFFLINE=1 and HF_HUB_CACHE pointing at a cache built here: the hub's settings are
 read when huggingface_hub is imported."""
-import json
 import os
 import shutil
 import subprocess
 import sys
-
-import pytest
 
 from tests.engine.tiny_models import tiny_checkpoint
 

@@ -13,8 +13,8 @@ def hub_snapshot(repo_id: str, weights: bool) -> str:
     """The cached snapshot folder of `repo_id`: config and tokenizer files, and the
     safetensors weights when `weights` (random-weight runs need only the config)."""
     from huggingface_hub import snapshot_download
+    patterns = CONFIG_FILES + (WEIGHT_FILES if weights else [])
     try:
-        patterns = CONFIG_FILES + (WEIGHT_FILES if weights else [])
         return snapshot_download(repo_id, allow_patterns=patterns)
     except Exception as e:  # offline, no such repo, gated without a token, a full disk
         lines = str(e).strip().splitlines()

