@@ -62,3 +62,21 @@ except ModelNotFoundError as e:
     message = done.stdout.split("ERROR", 1)[-1]
     assert REPO in message and f"hf download {REPO}" in message
     assert "HF_HUB_OFFLINE" in message and "checkpoint folder" in message
+
+
+def test_a_hub_id_cached_without_its_weights_says_how_to_fetch_them(tmp_path):
+    folder, _ = tiny_checkpoint("llama")
+    config_only = tmp_path / "config_only"
+    shutil.copytree(folder, config_only, ignore=shutil.ignore_patterns("*.safetensors"))
+    code = f"""
+from zipage import LLM
+from zipage.models.hub import ModelNotFoundError
+try:
+    LLM({REPO!r}, device="cpu")
+except ModelNotFoundError as e:
+    print("ERROR", e)
+"""
+    done = run_offline(hub_cache(tmp_path, str(config_only)), code, cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr[-3000:]
+    message = done.stdout.split("ERROR", 1)[-1]
+    assert "without its weights" in message and f"hf download {REPO}" in message
