@@ -4,6 +4,10 @@ import tempfile
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config
 
+# Every checkpoint goes under one folder removed when the test process exits (the finalizer
+# of TemporaryDirectory), so test runs leave nothing in the system's temp folder.
+_CHECKPOINTS = tempfile.TemporaryDirectory(prefix="zipage-tiny-checkpoints-")
+
 _COMMON = dict(vocab_size=384, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024)
 
@@ -30,7 +34,7 @@ def tiny_checkpoint(arch: str, seed: int = 0):
         for p in hf.parameters():
             if p.dim() > 1:
                 p.normal_(0.0, 0.15)
-    folder = tempfile.mkdtemp(prefix=f"tiny-{arch}-")
+    folder = tempfile.mkdtemp(prefix=f"tiny-{arch}-", dir=_CHECKPOINTS.name)
     hf.save_pretrained(folder)
     return folder, hf
 
