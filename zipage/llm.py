@@ -1,5 +1,6 @@
 """The offline entry point: ``LLM(model, **options).generate(prompts, sampling_params)``."""
 import time
+import warnings
 from numbers import Integral
 
 import torch
@@ -140,6 +141,11 @@ class LLM:
                     engine.add_request(i, results[i].prompt_token_ids, p, arrival_time=start)
                 except InvalidRequest as e:
                     results[i].error = str(e)
+            failed = [r for r in results if r.error is not None]
+            if failed:  # the others run; say so rather than return empty outputs silently
+                warnings.warn(f"{len(failed)} of {len(results)} requests cannot run and have "
+                              f"no output (RequestOutput.error); request "
+                              f"{failed[0].request_id}: {failed[0].error}", stacklevel=2)
             num_samples = sum(p.n for r, p in zip(results, params) if r.error is None)
             progress = Progress(engine, num_samples, start, enabled=use_tqdm)
             while engine.has_unfinished:

@@ -19,13 +19,20 @@ class RequestOutput:
     outputs: list[CompletionOutput]
     error: str | None = None
 
+    def first(self) -> CompletionOutput:
+        """The first completion; a request that did not run says why (its `error`)."""
+        if not self.outputs:
+            raise ValueError(f"request {self.request_id} has no output: "
+                             f"{self.error or 'it did not finish'}")
+        return self.outputs[0]
+
     @property
     def text(self) -> str:
-        return self.outputs[0].text
+        return self.first().text
 
     @property
     def token_ids(self) -> list[int]:
-        return self.outputs[0].token_ids
+        return self.first().token_ids
 
     @property
     def finish_reason(self) -> str:
@@ -33,7 +40,7 @@ class RequestOutput:
 
     @property
     def metrics(self) -> dict:
-        return self.outputs[0].metrics
+        return self.first().metrics
 
 
 @dataclass

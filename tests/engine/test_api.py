@@ -39,9 +39,13 @@ def test_unsupported_architecture(tmp_path):
 
 def test_too_long_prompt_fails_alone_and_others_run(llm):
     prompts = random_prompts([10, 300, 20], vocab=384)
-    outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=5), use_tqdm=False)
+    with pytest.warns(UserWarning, match="1 of 3 requests cannot run.*request 1: .*300 tokens"):
+        outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=5),
+                            use_tqdm=False)
     assert outs[1].error and "300 tokens" in outs[1].error and "max_model_len" in outs[1].error
     assert outs[1].outputs == []
+    with pytest.raises(ValueError, match="request 1 has no output: prompt has 300 tokens"):
+        outs[1].text
     assert [len(outs[i].token_ids) for i in (0, 2)] == [5, 5]
 
 
