@@ -28,6 +28,8 @@ SUBCOMMANDS = {
     "fp8": ("scripts.throughput.fp8", "fp8 vs model-dtype KV cache, Full KV and Zipage"),
     "fp8-kernels": ("scripts.throughput.fp8_kernels",
                     "FP8 paged attention kernels vs the FP8 byte roofline, next to bf16"),
+    "fp8-energy-choice": ("scripts.throughput.fp8_energy_choice",
+                          "the FP8 decode launch for an engine run, chosen by energy per call"),
     "fp8-flat-splits": ("scripts.throughput.fp8_flat_splits",
                         "the flat FP8 decode's split count on shapes the sweep does not tune on"),
     "fp8-rotation": ("scripts.throughput.rotation_cost",
