@@ -89,3 +89,14 @@ def test_the_env_file_runs_the_fp8_arm_in_a_shell(tmp_path):
                             "'echo $ZIPAGE_FP8_DECODE_LAUNCH' $FP8_ARM_ARGS"],
                            capture_output=True, text=True)
     assert shell.stdout.strip() == "tile_n=128,num_warps=2,num_stages=2,programs_per_sm=4"
+
+
+@pytest.mark.parametrize("content", [None, "{not json", "{}", '{"decode": 3}'])
+def test_a_missing_or_malformed_sweep_file_is_one_clear_line(tmp_path, content):
+    path = tmp_path / "sweep.json"
+    if content is not None:
+        path.write_text(content)
+    done = subprocess.run([sys.executable, "-m", "scripts.bench", "fp8-energy-choice",
+                           str(path)], capture_output=True, text=True)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("fp8-energy-choice: ") and str(path) in done.stderr

@@ -68,11 +68,21 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--env-file", help="write FP8_ARM_ENV and FP8_ARM_ARGS here (shell)")
 
 
-def main(args) -> int:
-    with open(args.sweep) as f:
-        rows = json.load(f)["decode"]
+def read_rows(path: str) -> list[dict]:
+    """The decode rows of a `bench fp8-kernels --json` file; ValueError saying what is wrong."""
     try:
-        chosen, default, pool = choose(rows, args.shape, args.margin)
+        with open(path) as f:
+            sweep = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"cannot read {path}: {e}") from e
+    if not isinstance(sweep, dict) or not isinstance(sweep.get("decode"), list):
+        raise ValueError(f"{path} has no 'decode' rows: not a `bench fp8-kernels --json` file")
+    return sweep["decode"]
+
+
+def main(args) -> int:
+    try:
+        chosen, default, pool = choose(read_rows(args.sweep), args.shape, args.margin)
     except ValueError as e:
         print(f"fp8-energy-choice: {e}", file=sys.stderr)
         return 1
