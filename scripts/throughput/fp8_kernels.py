@@ -5,6 +5,8 @@ fp8_prefill_score.py, with the score's candidate launches).
     python -m scripts.bench fp8-kernels [--json OUT] [--shapes a,b] [--full-grid]   (~2-3 min)
     python -m scripts.bench fp8-kernels --cpu-smoke      (tiny shapes, Triton interpreter)
     python -m scripts.bench fp8-kernels --energy 1       (also mJ per call: energy.py)
+    python -m scripts.bench fp8-kernels --shapes b --energy 1 --fixed-only   (the candidates
+        of bench fp8-energy-choice alone)
 
 Roofline: the bytes a decode step must read (K and V of every context token and, for FP8,
 their float32 scales) over the copy bandwidth measured first (a 2 GiB device-to-device copy,
@@ -146,6 +148,8 @@ def decode_rows(name, rows, ctx, dims, copy, args, device, energy_counter=None):
         run("fp8", fp8, variant)
     run("fp8", fp8, dict(split, v_path="bytes", label="V in rows, read as bytes"))
     run("fp8", fp8, dict(split, v_path="registers", label="V in rows, made in registers"))
+    if args.fixed_only:
+        return results
     if args.full_grid:
         for combo in itertools.product(*GRID.values()):
             variant = dict(zip(GRID, combo))
@@ -181,6 +185,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     "b (64 x 16384)")
     ap.add_argument("--full-grid", action="store_true",
                     help="time every combination of the grid (far over 3 minutes)")
+    ap.add_argument("--fixed-only", action="store_true",
+                    help="the decode's fixed rows only (default, split, e4m3, occupancy, flat, "
+                         "V in rows): no search stage, no prefill or score rows")
     ap.add_argument("--cpu-smoke", action="store_true",
                     help="tiny shapes in the Triton interpreter, one variant each (a test)")
     ap.add_argument("--energy", type=float, default=0.0, metavar="S",
@@ -189,6 +196,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def main(args) -> int:
+    if args.fixed_only and args.full_grid:
+        print("--fixed-only and --full-grid: choose one", file=sys.stderr)
+        return 2
     names = [s.strip() for s in args.shapes.split(",") if s.strip()]
     if not set(names) <= set(GPU_SHAPES):
         print(f"--shapes: choose from {sorted(GPU_SHAPES)}, got {args.shapes!r}", file=sys.stderr)
@@ -213,7 +223,7 @@ def main(args) -> int:
         decode += decode_rows(name, rows, ctx, dims, copy, args, device, energy_counter)
         if device == "cuda":
             torch.cuda.empty_cache()
-    other = other_rows(dims, args, device)
+    other = [] if args.fixed_only else other_rows(dims, args, device)
     best = summary(decode, shapes)
     if args.json:
         with open(args.json, "w") as f:

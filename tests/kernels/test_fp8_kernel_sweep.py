@@ -49,6 +49,21 @@ def test_fp8_kernel_sweep_cpu_smoke(tmp_path):
     assert "programs_per_sm 4" in proc.stdout and data["best"]["a"]["flat_over_default"][0] > 0
 
 
+def test_fixed_only_times_the_decode_candidates_without_prefill_or_score(tmp_path):
+    out = tmp_path / "sweep.json"
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    proc = subprocess.run([sys.executable, "-m", MODULE, "--cpu-smoke", "--fixed-only",
+                           "--json", str(out)], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    data = json.loads(out.read_text())
+    assert data["other"] == [] and "prefill" not in proc.stdout
+    assert [r["label"] for r in data["decode"] if r["kind"] == "fp8"][0] == "default"
+    both = subprocess.run([sys.executable, "-m", MODULE, "--fixed-only", "--full-grid"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert both.returncode == 2 and "choose one" in both.stderr
+
+
 def test_sweep_summary_never_picks_a_variant_with_wrong_output(capsys):
     """The e4m3 decode's first GPU sweep (H100, 2026-12-05) was 1% faster than the default
     with outputs 100% off; the summary had named it the best variant."""
