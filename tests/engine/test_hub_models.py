@@ -40,6 +40,15 @@ out = llm.generate([[1, 2, 3, 4]], SamplingParams(temperature=0, max_tokens=5), 
 print("TOKENS", len(out[0].outputs[0].token_ids))
 """
 
+LOAD_ERROR = f"""
+from zipage import LLM
+from zipage.models.hub import ModelNotFoundError
+try:
+    LLM({REPO!r}, device="cpu")
+except ModelNotFoundError as e:
+    print("ERROR", e)
+"""
+
 
 def test_a_hub_id_in_the_local_cache_loads_its_weights_from_there(tmp_path):
     folder, _ = tiny_checkpoint("llama")
@@ -49,15 +58,7 @@ def test_a_hub_id_in_the_local_cache_loads_its_weights_from_there(tmp_path):
 
 
 def test_a_hub_id_neither_cached_nor_reachable_says_how_to_fetch_it(tmp_path):
-    code = f"""
-from zipage import LLM
-from zipage.models.hub import ModelNotFoundError
-try:
-    LLM({REPO!r}, device="cpu")
-except ModelNotFoundError as e:
-    print("ERROR", e)
-"""
-    done = run_offline(hub_cache(tmp_path, None), code, cwd=str(tmp_path))
+    done = run_offline(hub_cache(tmp_path, None), LOAD_ERROR, cwd=str(tmp_path))
     assert done.returncode == 0, done.stderr[-3000:]
     message = done.stdout.split("ERROR", 1)[-1]
     assert REPO in message and f"hf download {REPO}" in message
@@ -68,15 +69,7 @@ def test_a_hub_id_cached_without_its_weights_says_how_to_fetch_them(tmp_path):
     folder, _ = tiny_checkpoint("llama")
     config_only = tmp_path / "config_only"
     shutil.copytree(folder, config_only, ignore=shutil.ignore_patterns("*.safetensors"))
-    code = f"""
-from zipage import LLM
-from zipage.models.hub import ModelNotFoundError
-try:
-    LLM({REPO!r}, device="cpu")
-except ModelNotFoundError as e:
-    print("ERROR", e)
-"""
-    done = run_offline(hub_cache(tmp_path, str(config_only)), code, cwd=str(tmp_path))
+    done = run_offline(hub_cache(tmp_path, str(config_only)), LOAD_ERROR, cwd=str(tmp_path))
     assert done.returncode == 0, done.stderr[-3000:]
     message = done.stdout.split("ERROR", 1)[-1]
     assert "without its weights" in message and f"hf download {REPO}" in message

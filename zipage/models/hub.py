@@ -28,7 +28,7 @@ def hub_snapshot(repo_id: str, weights: bool) -> str:
             f"instead") from e
     # Offline, the hub returns a cached snapshot as it is: one a random-weight run fetched
     # holds the config alone.
-    if weights and not glob.glob(os.path.join(folder, "*.safetensors")):
+    if weights and not any(glob.glob(os.path.join(folder, p)) for p in WEIGHT_FILES):
         raise ModelNotFoundError(
             f"model {repo_id!r} is in the local Hugging Face cache without its weights "
             f"({folder} holds no *.safetensors; a random-weight run fetches the config alone). "
