@@ -17,9 +17,9 @@ import sys
 
 from scripts.throughput.fp8_kernel_summary import (E4M3_LABEL, FLAT_LABEL, OCCUPANCY_LABEL,
                                                    SPLIT_LABEL)
+from zipage.kernels.fp8_launch import DECODE_LAUNCH_ENV, launch_text
 
 CANDIDATE_LABELS = ("default", SPLIT_LABEL, E4M3_LABEL, OCCUPANCY_LABEL, FLAT_LABEL)
-LAUNCH_FIELDS = ("tile_n", "num_warps", "num_stages", "maxnreg", "programs_per_sm")
 
 
 def candidates(rows: list[dict], shape: str) -> list[dict]:
@@ -37,8 +37,7 @@ def engine_setting(row: dict) -> tuple[str, str]:
         return "", ""
     if row["operand"] == "e4m3":
         return "", "--fp8-decode e4m3"
-    given = [f"{name}={row[name]}" for name in LAUNCH_FIELDS if row.get(name) is not None]
-    return "ZIPAGE_FP8_DECODE_LAUNCH=" + ",".join(given), ""
+    return f"{DECODE_LAUNCH_ENV}={launch_text(row)}", ""
 
 
 def choose(rows: list[dict], shape: str, margin: float) -> tuple[dict, dict, list[dict]]:

@@ -3,12 +3,14 @@ fails loudly, and a benchmark run records the override next to its results."""
 import os
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 import torch
 
-from zipage.kernels.fp8_launch import Launch, launch_from_text
+from zipage.kernels.fp8_launch import (FP8_DECODE, FP8_DECODE_FLAT, Launch, launch_from_text,
+                                       launch_text)
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = Launch(torch.float16, tile_n=128, num_warps=4, num_stages=3, v_in_registers=False)
@@ -19,6 +21,12 @@ def test_override_changes_only_the_named_fields():
     assert (got.tile_n, got.num_warps, got.num_stages, got.maxnreg) == (128, 4, 2, 128)
     assert got.operand == torch.float16 and got.v_in_registers is False
     assert launch_from_text(DEFAULT, "") == DEFAULT
+
+
+@pytest.mark.parametrize("launch", (FP8_DECODE,) + FP8_DECODE_FLAT)
+def test_a_launch_written_as_text_reads_back_the_same(launch):
+    """`bench fp8-energy-choice` writes a chosen row this way for the engine to read."""
+    assert launch_from_text(FP8_DECODE, launch_text(asdict(launch))) == launch
 
 
 @pytest.mark.parametrize("text", ["num_stage=2", "maxnreg=lots", "tile_n", "operand=3"])

@@ -76,6 +76,13 @@ def launch_from_text(default: Launch, text: str) -> Launch:
     return replace(default, **given)
 
 
+def launch_text(values: dict) -> str:
+    """The inverse of `launch_from_text`: "tile_n=128,num_warps=2,..." for the integer fields
+    `values` sets (a Launch's fields or a sweep row), in the order the parser names them."""
+    return ",".join(f"{name}={values[name]}" for name in _INT_FIELDS
+                    if values.get(name) is not None)
+
+
 # The split kernel's launch (a program per request, KV head and split), the default until the
 # flat kernel: on an H100 the flat kernel reads 90.1% / 93.4% of the byte roofline at
 # 512 x 2048 / 64 x 16384 against its 81.0% / 82.9% (docs/fp8.md; the H200 is not yet measured).
