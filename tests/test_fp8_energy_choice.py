@@ -100,3 +100,11 @@ def test_a_missing_or_malformed_sweep_file_is_one_clear_line(tmp_path, content):
                            str(path)], capture_output=True, text=True)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.startswith("fp8-energy-choice: ") and str(path) in done.stderr
+
+
+def test_a_shape_the_sweep_does_not_have_is_refused_by_name(tmp_path):
+    (tmp_path / "sweep.json").write_text(json.dumps(dict(decode=sweep())))
+    done = subprocess.run([sys.executable, "-m", "scripts.bench", "fp8-energy-choice",
+                           str(tmp_path / "sweep.json"), "--shape", "c"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "invalid choice: 'c'" in done.stderr

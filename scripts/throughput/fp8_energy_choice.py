@@ -17,6 +17,7 @@ import sys
 
 from scripts.throughput.fp8_kernel_summary import (E4M3_LABEL, FLAT_LABEL, OCCUPANCY_LABEL,
                                                    SPLIT_LABEL)
+from scripts.throughput.fp8_kernels import GPU_SHAPES
 from zipage.kernels.fp8_launch import DECODE_LAUNCH_ENV, launch_text
 
 CANDIDATE_LABELS = ("default", SPLIT_LABEL, E4M3_LABEL, OCCUPANCY_LABEL, FLAT_LABEL)
@@ -61,7 +62,8 @@ def describe(row: dict) -> str:
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("sweep", help="JSON of `bench fp8-kernels --energy S --json ...`")
-    ap.add_argument("--shape", default="b", help="the sweep's decode shape: a or b")
+    ap.add_argument("--shape", default="b", choices=sorted(GPU_SHAPES),
+                    help="the sweep's decode shape")
     ap.add_argument("--margin", type=float, default=0.02,
                     help="the least energy saving over the default that changes the launch")
     ap.add_argument("--env-file", help="write FP8_ARM_ENV and FP8_ARM_ARGS here (shell)")
