@@ -108,3 +108,13 @@ def test_a_shape_the_sweep_does_not_have_is_refused_by_name(tmp_path):
                            str(tmp_path / "sweep.json"), "--shape", "c"],
                           capture_output=True, text=True)
     assert done.returncode == 2 and "invalid choice: 'c'" in done.stderr
+
+
+@pytest.mark.parametrize("margin", ["-0.05", "1", "2%"])
+def test_a_margin_outside_zero_to_one_is_refused_before_reading_the_sweep(tmp_path, margin):
+    env_file = tmp_path / "arm.env"
+    done = subprocess.run([sys.executable, "-m", "scripts.bench", "fp8-energy-choice",
+                           str(tmp_path / "absent.json"), "--margin", margin,
+                           "--env-file", str(env_file)], capture_output=True, text=True)
+    assert done.returncode == 2 and "--margin" in done.stderr and "Traceback" not in done.stderr
+    assert not env_file.exists()

@@ -60,11 +60,22 @@ def describe(row: dict) -> str:
             f"stages {row['num_stages']} splits {row.get('splits')}{extra}")
 
 
+def saving_fraction(text: str) -> float:
+    """--margin: a fraction in [0, 1). A negative margin would let any lower-energy row win."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"a fraction in [0, 1), e.g. 0.02 for 2%; got {text}")
+    return value
+
+
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("sweep", help="JSON of `bench fp8-kernels --energy S --json ...`")
     ap.add_argument("--shape", default="b", choices=sorted(GPU_SHAPES),
                     help="the sweep's decode shape")
-    ap.add_argument("--margin", type=float, default=0.02,
+    ap.add_argument("--margin", type=saving_fraction, default=0.02,
                     help="the least energy saving over the default that changes the launch")
     ap.add_argument("--env-file", help="write FP8_ARM_ENV and FP8_ARM_ARGS here (shell)")
 

@@ -183,11 +183,12 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     "copy bandwidth here")
     ap.add_argument("--shapes", default="a,b", help="decode shapes: a (512 x 2048), "
                     "b (64 x 16384)")
-    ap.add_argument("--full-grid", action="store_true",
-                    help="time every combination of the grid (far over 3 minutes)")
-    ap.add_argument("--fixed-only", action="store_true",
-                    help="the decode's fixed rows only (default, split, e4m3, occupancy, flat, "
-                         "V in rows): no search stage, no prefill or score rows")
+    stage = ap.add_mutually_exclusive_group()
+    stage.add_argument("--full-grid", action="store_true",
+                       help="time every combination of the grid (far over 3 minutes)")
+    stage.add_argument("--fixed-only", action="store_true",
+                       help="the decode's fixed rows only (default, split, e4m3, occupancy, "
+                            "flat, V in rows): no search stage, no prefill or score rows")
     ap.add_argument("--cpu-smoke", action="store_true",
                     help="tiny shapes in the Triton interpreter, one variant each (a test)")
     ap.add_argument("--energy", type=float, default=0.0, metavar="S",
@@ -196,9 +197,6 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def main(args) -> int:
-    if args.fixed_only and args.full_grid:
-        print("--fixed-only and --full-grid: choose one", file=sys.stderr)
-        return 2
     names = [s.strip() for s in args.shapes.split(",") if s.strip()]
     if not set(names) <= set(GPU_SHAPES):
         print(f"--shapes: choose from {sorted(GPU_SHAPES)}, got {args.shapes!r}", file=sys.stderr)

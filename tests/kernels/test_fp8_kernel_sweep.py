@@ -61,7 +61,7 @@ def test_fixed_only_times_the_decode_candidates_without_prefill_or_score(tmp_pat
     assert [r["label"] for r in data["decode"] if r["kind"] == "fp8"][0] == "default"
     both = subprocess.run([sys.executable, "-m", MODULE, "--fixed-only", "--full-grid"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-    assert both.returncode == 2 and "choose one" in both.stderr
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr
 
 
 def test_sweep_summary_never_picks_a_variant_with_wrong_output(capsys):
