@@ -11,6 +11,11 @@ class ModelNotFoundError(FileNotFoundError):
     """The model's files are neither here nor fetchable; the message says what to do."""
 
 
+def weight_files(folder: str) -> list[str]:
+    """The checkpoint's weight files in `folder`, sorted (the shards' order)."""
+    return sorted(f for p in WEIGHT_FILES for f in glob.glob(os.path.join(folder, p)))
+
+
 def hub_snapshot(repo_id: str, weights: bool) -> str:
     """The cached snapshot folder of `repo_id`: config and tokenizer files, and the
     safetensors weights when `weights` (random-weight runs need only the config)."""
@@ -28,7 +33,7 @@ def hub_snapshot(repo_id: str, weights: bool) -> str:
             f"instead") from e
     # Offline, the hub returns a cached snapshot as it is: one a random-weight run fetched
     # holds the config alone.
-    if weights and not any(glob.glob(os.path.join(folder, p)) for p in WEIGHT_FILES):
+    if weights and not weight_files(folder):
         raise ModelNotFoundError(
             f"model {repo_id!r} is in the local Hugging Face cache without its weights "
             f"({folder} holds no *.safetensors; a random-weight run fetches the config alone). "

@@ -5,8 +5,6 @@ Each rank reads only its rows of a safetensors tensor (lazy slices). Random weig
 as the whole tensor from a generator seeded by (seed, parameter name) and then sliced, so
 every tensor-parallel size gets exactly the weights of the one-rank model.
 """
-import glob
-import os
 import zlib
 from collections.abc import Iterator
 
@@ -14,7 +12,7 @@ import torch
 
 from zipage.layers.linear import full_shape, load_shard
 from zipage.models.decoder import CausalLM
-from zipage.models.hub import ModelNotFoundError
+from zipage.models.hub import ModelNotFoundError, weight_files
 
 # Checkpoint projections that are parts of one fused parameter here: name -> (fused, part).
 FUSED_PARTS = {"q_proj": ("qkv_proj", 0), "k_proj": ("qkv_proj", 1), "v_proj": ("qkv_proj", 2),
@@ -51,7 +49,7 @@ def checkpoint_tensors(path: str, gguf: str | None) -> Iterator[tuple[str, objec
         yield from hf.state_dict().items()
         return
     from safetensors import safe_open
-    files = sorted(glob.glob(os.path.join(path, "*.safetensors")))
+    files = weight_files(path)
     if not files:
         raise ModelNotFoundError(f"no *.safetensors weights in {path}")
     for f in files:
