@@ -178,11 +178,31 @@ def decode_rows(name, rows, ctx, dims, copy, args, device, energy_counter=None):
     return results
 
 
+def shape_names(text: str) -> list:
+    """--shapes: a comma list of GPU_SHAPES' names, at least one (an empty list timed nothing)."""
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [s for s in names if s not in GPU_SHAPES]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(f"choose from {sorted(GPU_SHAPES)}, got {text!r}")
+    return names
+
+
+def loop_seconds(text: str) -> float:
+    """--energy: seconds of looping per variant, 0 for none (a negative loop measures nothing)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0.0:
+        raise argparse.ArgumentTypeError(f"seconds, 0 or more; got {text}")
+    return value
+
+
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--json", metavar="OUT", help="write every row, the environment and the "
                     "copy bandwidth here")
-    ap.add_argument("--shapes", default="a,b", help="decode shapes: a (512 x 2048), "
-                    "b (64 x 16384)")
+    ap.add_argument("--shapes", type=shape_names, default="a,b",
+                    help="decode shapes: a (512 x 2048), b (64 x 16384)")
     stage = ap.add_mutually_exclusive_group()
     stage.add_argument("--full-grid", action="store_true",
                        help="time every combination of the grid (far over 3 minutes)")
@@ -191,16 +211,12 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                             "flat, V in rows): no search stage, no prefill or score rows")
     ap.add_argument("--cpu-smoke", action="store_true",
                     help="tiny shapes in the Triton interpreter, one variant each (a test)")
-    ap.add_argument("--energy", type=float, default=0.0, metavar="S",
+    ap.add_argument("--energy", type=loop_seconds, default=0.0, metavar="S",
                     help="also loop each decode variant S seconds and report mJ per call, "
                          "mean W and the SM clock (NVML's energy counter; GPU only)")
 
 
 def main(args) -> int:
-    names = [s.strip() for s in args.shapes.split(",") if s.strip()]
-    if not set(names) <= set(GPU_SHAPES):
-        print(f"--shapes: choose from {sorted(GPU_SHAPES)}, got {args.shapes!r}", file=sys.stderr)
-        return 2
     opened = open_bench("fp8-kernels", args.cpu_smoke)
     if opened is None:
         return 2
@@ -212,7 +228,7 @@ def main(args) -> int:
             print("--energy: NVML's energy counter is not available here; rows have no "
                   "energy", file=sys.stderr)
             args.energy = 0.0
-    shapes = SMOKE_SHAPES if args.cpu_smoke else {s: GPU_SHAPES[s] for s in names}
+    shapes = SMOKE_SHAPES if args.cpu_smoke else {s: GPU_SHAPES[s] for s in args.shapes}
     dims = SMOKE if args.cpu_smoke else GPU
     decode = []
     for name, (rows, ctx) in shapes.items():

@@ -64,6 +64,22 @@ def test_fixed_only_times_the_decode_candidates_without_prefill_or_score(tmp_pat
     assert both.returncode == 2 and "not allowed with argument" in both.stderr
 
 
+def test_bad_shapes_or_negative_energy_seconds_exit_2_before_anything_is_timed(tmp_path):
+    """`--shapes ""` used to time nothing and exit 0; `--energy -1` looped no time at all."""
+    out = tmp_path / "sweep.json"
+    for bad, says in ((["--shapes", ""], "choose from ['a', 'b']"),
+                      (["--shapes", "a,c"], "choose from ['a', 'b']"),
+                      (["--energy", "-1"], "seconds, 0 or more"),
+                      (["--energy", "nan"], "seconds, 0 or more"),
+                      (["--energy", "1s"], "not a number")):
+        proc = subprocess.run([sys.executable, "-m", MODULE, *bad, "--json", str(out)],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and says in proc.stderr, (bad, proc.stderr)
+        assert "copy bandwidth" not in proc.stdout and not out.exists()
+    from scripts.throughput.fp8_kernels import loop_seconds, shape_names
+    assert shape_names(" b, a ") == ["b", "a"] and loop_seconds("0") == 0.0
+
+
 def test_sweep_summary_never_picks_a_variant_with_wrong_output(capsys):
     """The e4m3 decode's first GPU sweep (H100, 2026-12-05) was 1% faster than the default
     with outputs 100% off; the summary had named it the best variant."""
