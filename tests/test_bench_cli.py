@@ -104,3 +104,25 @@ def test_throughput_cpu_smoke_matches_transformers(tmp_path):
     result = json.loads(out.read_text())
     assert result["identical_to_hf"] == 4  # same tiny checkpoint, greedy
     assert result["ours"]["bad_requests"] == 0 and result["ratio"] > 0
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["gemm", "--seconds", "0"], "seconds, more than 0"),       # no loop: divided by zero reps
+    (["gemm", "--seconds", "-1"], "seconds, more than 0"),
+    (["calibrate", "--sustain-s", "-0.5"], "seconds, 0 or more"),
+    (["calibrate", "--sustain-s", "inf"], "a finite number"),
+    (["fp8-kernels", "--energy", "inf"], "a finite number"),   # looped forever
+    (["fp8-kernels", "--energy", "nan"], "a finite number"),
+    (["fp8-energy-choice", "sweep.json", "--margin", "nan"], "a finite number"),
+    (["fp8-energy-choice", "sweep.json", "--margin", "1"], "a fraction in [0, 1)"),
+])
+def test_seconds_and_fractions_out_of_range_exit_2_with_the_reason(argv, says, capsys):
+    with pytest.raises(SystemExit) as done:
+        bench.main(argv)
+    assert done.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_seconds_and_fractions_in_range_are_kept():
+    from scripts.arg_types import fraction_below_one, positive_seconds, seconds_or_zero
+    assert seconds_or_zero("0") == 0.0 and positive_seconds("0.25") == 0.25
+    assert fraction_below_one("0.02") == 0.02 and fraction_below_one("0") == 0.0

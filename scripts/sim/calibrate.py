@@ -26,6 +26,7 @@ import time
 import torch
 
 from scripts import common as bc
+from scripts.arg_types import seconds_or_zero
 from scripts.throughput.roofline import copy_bandwidth
 from zipage.config import EngineConfig
 from zipage.models.loader import build_model, load_hf_config, resolve
@@ -61,7 +62,7 @@ def add_arguments(p):
     p.add_argument("--sync-reps", type=int, default=1, help="launch-then-collect repetitions")
     p.add_argument("--reps", type=int, default=3,
                    help="back-to-back repetitions (device time: the first is dropped)")
-    p.add_argument("--sustain-s", type=float, default=0.5,
+    p.add_argument("--sustain-s", type=seconds_or_zero, default=0.5,
                    help="then run each point back to back this long and time the second half: "
                         "the clock a power-limited GPU holds under that load (0: burst only)")
     p.add_argument("--inputs", choices=INPUTS, default="random",

@@ -15,6 +15,7 @@ import argparse
 import json
 import sys
 
+from scripts.arg_types import fraction_below_one
 from scripts.throughput.fp8_kernel_summary import (E4M3_LABEL, FLAT_LABEL, OCCUPANCY_LABEL,
                                                    SPLIT_LABEL)
 from scripts.throughput.fp8_kernels import GPU_SHAPES
@@ -60,22 +61,11 @@ def describe(row: dict) -> str:
             f"stages {row['num_stages']} splits {row.get('splits')}{extra}")
 
 
-def saving_fraction(text: str) -> float:
-    """--margin: a fraction in [0, 1). A negative margin would let any lower-energy row win."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"a fraction in [0, 1), e.g. 0.02 for 2%; got {text}")
-    return value
-
-
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("sweep", help="JSON of `bench fp8-kernels --energy S --json ...`")
     ap.add_argument("--shape", default="b", choices=sorted(GPU_SHAPES),
                     help="the sweep's decode shape")
-    ap.add_argument("--margin", type=saving_fraction, default=0.02,
+    ap.add_argument("--margin", type=fraction_below_one, default=0.02,
                     help="the least energy saving over the default that changes the launch")
     ap.add_argument("--env-file", help="write FP8_ARM_ENV and FP8_ARM_ARGS here (shell)")
 

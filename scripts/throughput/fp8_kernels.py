@@ -39,6 +39,7 @@ import sys
 
 import torch
 
+from scripts.arg_types import seconds_or_zero
 from scripts.throughput.fp8_kernel_parts import (bench_ms, decode_query, decode_reference,
                                                open_bench, paged_pool, rel_err)
 from scripts.throughput.fp8_kernel_summary import (E4M3_LABEL, FLAT_LABEL, MAX_REL_ERR,
@@ -187,17 +188,6 @@ def shape_names(text: str) -> list:
     return names
 
 
-def loop_seconds(text: str) -> float:
-    """--energy: seconds of looping per variant, 0 for none (a negative loop measures nothing)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value >= 0.0:
-        raise argparse.ArgumentTypeError(f"seconds, 0 or more; got {text}")
-    return value
-
-
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--json", metavar="OUT", help="write every row, the environment and the "
                     "copy bandwidth here")
@@ -211,7 +201,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                             "flat, V in rows): no search stage, no prefill or score rows")
     ap.add_argument("--cpu-smoke", action="store_true",
                     help="tiny shapes in the Triton interpreter, one variant each (a test)")
-    ap.add_argument("--energy", type=loop_seconds, default=0.0, metavar="S",
+    ap.add_argument("--energy", type=seconds_or_zero, default=0.0, metavar="S",
                     help="also loop each decode variant S seconds and report mJ per call, "
                          "mean W and the SM clock (NVML's energy counter; GPU only)")
 
