@@ -37,3 +37,49 @@ def fraction_below_one(text: str) -> float:
     if not 0.0 <= value < 1.0:
         raise argparse.ArgumentTypeError(f"a fraction in [0, 1), e.g. 0.02 for 2%; got {text}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """A count or a size: 1 or more (0 requests, a block of -16 tokens, ...)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"1 or more; got {text}")
+    return value
+
+
+def count_or_zero(text: str) -> int:
+    """A count where 0 has a meaning of its own (the option's help says which)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"0 or more; got {text}")
+    return value
+
+
+def positive_number(text: str) -> float:
+    """A finite number over 0: a memory size in GiB, a mean length, a sigma."""
+    value = finite_number(text)
+    if value <= 0.0:
+        raise argparse.ArgumentTypeError(f"more than 0; got {text}")
+    return value
+
+
+def temperature(text: str) -> float:
+    """A sampling temperature: finite, 0 or more (0 = greedy)."""
+    value = finite_number(text)
+    if value < 0.0:
+        raise argparse.ArgumentTypeError(f"0 or more (0 = greedy); got {text}")
+    return value
+
+
+def memory_fraction(text: str) -> float:
+    """A share of the GPU's memory, in (0, 1]."""
+    value = finite_number(text)
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"a fraction in (0, 1], e.g. 0.9; got {text}")
+    return value

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from scripts.arg_types import positive_int
 from zipage.compression.config import CompressionConfig
 from zipage.compression.presets import PRESETS
 from zipage.config import EngineConfig
@@ -31,7 +32,7 @@ def add_model_arguments(p: argparse.ArgumentParser, default: str = "qwen3-8b",
                         f"Face checkpoint folder (default {default})")
     p.add_argument("--dtype", default="auto", choices=DTYPES,
                    help="auto = bfloat16 on a GPU, float32 on the CPU (the engine's rule)")
-    p.add_argument("--tensor-parallel-size", type=int, default=1,
+    p.add_argument("--tensor-parallel-size", type=positive_int, default=1,
                    help="GPUs (rank processes) per engine; LLM(tensor_parallel_size=N)")
     p.add_argument("--kv-cache-dtype", default="auto", choices=("auto", "fp8"),
                    help="KV cache storage: auto = the model dtype; fp8 = e4m3 with a float32 "

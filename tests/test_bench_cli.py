@@ -115,6 +115,15 @@ def test_throughput_cpu_smoke_matches_transformers(tmp_path):
     (["fp8-kernels", "--energy", "nan"], "a finite number"),
     (["fp8-energy-choice", "sweep.json", "--margin", "nan"], "a finite number"),
     (["fp8-energy-choice", "sweep.json", "--margin", "1"], "a fraction in [0, 1)"),
+    (["long", "--num-requests", "0"], "1 or more"),
+    (["long", "--block-size", "-16"], "1 or more"),
+    (["long", "--temperature", "-1"], "0 or more (0 = greedy)"),  # was a traceback
+    (["long", "--sigma", "0"], "more than 0"),
+    (["throughput", "--kv-cache-gib", "-1"], "more than 0"),       # was a traceback
+    (["throughput", "--gpu-memory-utilization", "1.5"], "a fraction in (0, 1]"),
+    (["throughput", "--num-requests", "-1"], "0 or more"),         # 0 = fill the pool
+    (["simulate", "--num-requests", "1e3"], "not a whole number"),
+    (["calibrate", "--rows", "0", "8"], "1 or more"),
 ])
 def test_seconds_and_fractions_out_of_range_exit_2_with_the_reason(argv, says, capsys):
     with pytest.raises(SystemExit) as done:
@@ -126,3 +135,18 @@ def test_seconds_and_fractions_in_range_are_kept():
     from scripts.arg_types import fraction_below_one, positive_seconds, seconds_or_zero
     assert seconds_or_zero("0") == 0.0 and positive_seconds("0.25") == 0.25
     assert fraction_below_one("0.02") == 0.02 and fraction_below_one("0") == 0.0
+
+
+def test_cpu_smoke_says_which_sizes_it_replaces(capsys):
+    """`long --cpu-smoke --num-requests 8` ran 4 requests without a word."""
+    import argparse
+    from scripts.throughput.long import CPU_SMOKE_SIZES, add_arguments, apply_cpu_smoke_sizes
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    asked = p.parse_args(["--cpu-smoke", "--num-requests", "8", "--budget", "32"])
+    apply_cpu_smoke_sizes(asked)
+    said = capsys.readouterr().out
+    assert "--num-requests 8 -> 4" in said and "--budget" not in said
+    assert {k: getattr(asked, k) for k in CPU_SMOKE_SIZES} == CPU_SMOKE_SIZES
+    apply_cpu_smoke_sizes(p.parse_args(["--cpu-smoke"]))
+    assert capsys.readouterr().out == ""

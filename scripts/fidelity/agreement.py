@@ -24,6 +24,7 @@ from types import SimpleNamespace
 
 import torch
 
+from scripts.arg_types import positive_int, temperature
 from scripts.common import environment, invocation
 from scripts.fidelity import agreement_report as ar
 from scripts.fidelity import engine as fe
@@ -39,23 +40,23 @@ ROOT = Path(__file__).resolve().parents[2]
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--model", default="smollm2-135m", help="model name or .gguf path")
     ap.add_argument("--task", default="gsm8k", choices=["gsm8k", "math500"])
-    ap.add_argument("--num-problems", type=int, default=48)
+    ap.add_argument("--num-problems", type=positive_int, default=48)
     ap.add_argument("--seed", type=int, default=0, help="problem shuffle and sampling seeds")
     ap.add_argument("--skip-problems", type=int, default=0,
                     help="start after this many shuffled problems (a split disjoint from a "
                          "run without it, e.g. for tuning)")
-    ap.add_argument("--max-tokens", type=int, default=1024)
-    ap.add_argument("--temperature", type=float, default=0.0)
-    ap.add_argument("--samples", type=int, default=1, help="samples (seeds) per problem")
-    ap.add_argument("--budgets", type=int, nargs="+", default=[128, 256])
-    ap.add_argument("--block-size", type=int, default=16)
+    ap.add_argument("--max-tokens", type=positive_int, default=1024)
+    ap.add_argument("--temperature", type=temperature, default=0.0)
+    ap.add_argument("--samples", type=positive_int, default=1, help="samples (seeds) per problem")
+    ap.add_argument("--budgets", type=positive_int, nargs="+", default=[128, 256])
+    ap.add_argument("--block-size", type=positive_int, default=16)
     ap.add_argument("--window", type=int, default=16, help="observation window W")
     ap.add_argument("--sinks", type=int, default=4,
                     help="sink tokens of the recent-window baseline")
     ap.add_argument("--methods", nargs="*", type=fm.method_arg, default=[fm.DEFAULT, "paper", "recent"])
     ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     ap.add_argument("--dtype", default="auto")
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=positive_int, default=1)
     ap.add_argument("--out", default=str(ROOT / "results/agreement_gsm8k_greedy"))
     ap.add_argument("--cells-dir", default=None)
     ap.add_argument("--report-only", action="store_true",

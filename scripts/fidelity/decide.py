@@ -25,6 +25,7 @@ import math
 import sys
 from pathlib import Path
 
+from scripts.arg_types import positive_int
 from scripts.fidelity import methods as fm
 
 SIMPLER = {"attn": 0, "attn_global": 1, "global_pool": 2}
@@ -204,7 +205,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("results", nargs="+", help="results JSON of fidelity runs")
     ap.add_argument("--tuning", nargs="*", default=[], help="results that select (default: "
                     "those whose name contains 'tuning')")
-    ap.add_argument("--block-size", type=int, default=256)
+    ap.add_argument("--block-size", type=positive_int, default=256)
     ap.add_argument("--agreement", nargs="*", default=[], help="graded agreement JSONs")
     ap.add_argument("--out", default=None, help="also write the lines to this .md file")
 

@@ -41,6 +41,7 @@ from pathlib import Path
 import torch
 
 import zipage.layers.attention as attention_mod
+from scripts.arg_types import positive_int
 from scripts.common import invocation
 from scripts.fidelity import engine as fe
 from scripts.fidelity import methods as fm
@@ -118,10 +119,10 @@ def _run(args, texts, kv, budget, scales, num_layers):
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--model", default="smollm2-135m")
-    ap.add_argument("--num-texts", type=int, default=4)
-    ap.add_argument("--text-tokens", type=int, default=2048)
-    ap.add_argument("--block-size", type=int, default=64)
-    ap.add_argument("--budgets", type=int, nargs="*", default=[256, 512])
+    ap.add_argument("--num-texts", type=positive_int, default=4)
+    ap.add_argument("--text-tokens", type=positive_int, default=2048)
+    ap.add_argument("--block-size", type=positive_int, default=64)
+    ap.add_argument("--budgets", type=positive_int, nargs="*", default=[256, 512])
     ap.add_argument("--full-variants", nargs="*", default=list(VARIANTS[:5]), choices=VARIANTS)
     ap.add_argument("--budget-variants", nargs="+", default=["auto", "fp8"], choices=VARIANTS,
                     help="storage variants of the budget cells; auto (their reference) first")

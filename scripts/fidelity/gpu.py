@@ -20,6 +20,7 @@ import shlex
 import time
 from pathlib import Path
 
+from scripts.arg_types import positive_int
 from scripts.fidelity import plan as fp
 from scripts.fidelity import timebox
 
@@ -99,7 +100,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--profile", choices=sorted(fp.PROFILES), default="h200")
     ap.add_argument("--max-wall-s", type=float, default=400.0,
                     help="no cell ends later than this after the start (reports come after)")
-    ap.add_argument("--workers", type=int, default=None, help="parallel engine processes")
+    ap.add_argument("--workers", type=positive_int, default=None, help="parallel engine processes")
     ap.add_argument("--priorities", type=int, nargs="+", default=[1, 2, 3],
                     choices=[1, 2, 3, 4, 5, 6, 7],
                     help="1: block 256, 2: block 64, 3: answer agreement, 4: the presets, "

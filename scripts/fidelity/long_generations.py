@@ -23,6 +23,7 @@ import os
 import random
 import statistics
 import time
+from scripts.arg_types import positive_int, temperature
 
 SOURCES = (("amc23", None), ("aime24", None), ("aime25", None), ("math500", 5))
 SPLITS = ("tuning", "test")
@@ -32,16 +33,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="smollm2-135m")
     p.add_argument("--data-dir", default=os.environ.get("ZIPAGE_DATA_DIR"),
                    help="folder with amc23/aime24/aime25/math500.jsonl (default $ZIPAGE_DATA_DIR)")
-    p.add_argument("--samples", type=int, default=2, help="samples per problem")
-    p.add_argument("--temperature", type=float, default=0.6)
-    p.add_argument("--seed", type=int, default=0, help="sampling seed (problem j: seed + j*samples)")
-    p.add_argument("--max-model-len", type=int, default=8192,
+    p.add_argument("--samples", type=positive_int, default=2, help="samples per problem")
+    p.add_argument("--temperature", type=temperature, default=0.6)
+    p.add_argument("--seed", type=int, default=0,
+                   help="sampling seed (problem j: seed + j*samples)")
+    p.add_argument("--max-model-len", type=positive_int, default=8192,
                    help="prompt + trajectory; the model's context for SmolLM2")
     p.add_argument("--min-tokens", type=int, default=3072,
                    help="generated tokens a trajectory needs to be kept")
-    p.add_argument("--text-tokens", type=int, default=4096,
+    p.add_argument("--text-tokens", type=positive_int, default=4096,
                    help="tokens per fidelity text (prompt + trajectory, cut here)")
-    p.add_argument("--texts-per-split", type=int, nargs=2, default=[12, 24],
+    p.add_argument("--texts-per-split", type=positive_int, nargs=2, default=[12, 24],
                    metavar=("TUNING", "TEST"))
     p.add_argument("--split-seed", type=int, default=31)
     p.add_argument("--tuning-share", type=float, default=1 / 3)

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import torch
 
+from scripts.arg_types import positive_int
 from scripts.common import environment, invocation
 from scripts.fidelity import engine as fe
 from scripts.fidelity import group as fg
@@ -48,17 +49,17 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--text-source", choices=["solutions", "generated"], default="solutions",
                     help="solutions: MATH-500's human solutions; generated: the model's own "
                          "sampled solutions to the same problems (its reasoning style)")
-    ap.add_argument("--num-texts", type=int, default=4)
-    ap.add_argument("--solution-tokens", type=int, default=512,
+    ap.add_argument("--num-texts", type=positive_int, default=4)
+    ap.add_argument("--solution-tokens", type=positive_int, default=512,
                     help="--text-source generated: at most this many tokens per solution")
-    ap.add_argument("--text-tokens", type=int, default=4096,
+    ap.add_argument("--text-tokens", type=positive_int, default=4096,
                     help="tokens per text; a run at budget B forces text[B:] (with "
                          "--forced-tokens F: text[B:B+F], texts of max(B) + F tokens)")
     ap.add_argument("--forced-tokens", type=int, default=None)
     ap.add_argument("--prompt-tokens", default="budget",
                     help="'budget' (prompt = first B tokens at budget B) or an int")
-    ap.add_argument("--budgets", type=int, nargs="+", default=[1024, 2048])
-    ap.add_argument("--block-size", type=int, default=256)
+    ap.add_argument("--budgets", type=positive_int, nargs="+", default=[1024, 2048])
+    ap.add_argument("--block-size", type=positive_int, default=256)
     ap.add_argument("--window", type=int, default=16, help="observation window W")
     ap.add_argument("--sinks", type=int, default=4,
                     help="sink tokens of the recent-window baseline")
@@ -74,7 +75,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                          "transformers forward per text (fp32, CPU; much cheaper there)")
     ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     ap.add_argument("--dtype", default="auto", help="engine dtype (auto: bf16 on GPU, fp32 on CPU)")
-    ap.add_argument("--threads", type=int, default=1,
+    ap.add_argument("--threads", type=positive_int, default=1,
                     help="torch CPU threads (1: on a shared machine more threads oversubscribe)")
     ap.add_argument("--out", default=str(ROOT / "results/fidelity_b256_solutions"),
                     help="output path without extension (.md and .json are written)")

@@ -26,7 +26,7 @@ import time
 import torch
 
 from scripts import common as bc
-from scripts.arg_types import seconds_or_zero
+from scripts.arg_types import positive_int, seconds_or_zero, temperature
 from scripts.throughput.roofline import copy_bandwidth
 from zipage.config import EngineConfig
 from zipage.models.loader import build_model, load_hf_config, resolve
@@ -52,15 +52,16 @@ def add_arguments(p):
                    help=f"engine (fullkv|zipage) and block size "
                         f"(default {' '.join(DEFAULT_CONFIGS)})")
     p.add_argument("--budget-blocks", type=int, default=8, help="Zipage C: budget = C x block")
-    p.add_argument("--max-num-seqs", type=int, default=512, help="largest batch timed")
-    p.add_argument("--rows", type=int, nargs="+", default=list(DEFAULT_ROWS),
+    p.add_argument("--max-num-seqs", type=positive_int, default=512, help="largest batch timed")
+    p.add_argument("--rows", type=positive_int, nargs="+", default=list(DEFAULT_ROWS),
                    help="decode batch sizes of the grid (default %(default)s)")
-    p.add_argument("--max-num-batched-tokens", type=int, default=8192)
-    p.add_argument("--max-model-len", type=int, default=128 + 32768 + 256)
-    p.add_argument("--temperature", type=float, default=0.6, help="sampling of every row")
+    p.add_argument("--max-num-batched-tokens", type=positive_int, default=8192)
+    p.add_argument("--max-model-len", type=positive_int, default=128 + 32768 + 256)
+    p.add_argument("--temperature", type=temperature, default=0.6, help="sampling of every row")
     p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--sync-reps", type=int, default=1, help="launch-then-collect repetitions")
-    p.add_argument("--reps", type=int, default=3,
+    p.add_argument("--sync-reps", type=positive_int, default=1,
+                   help="launch-then-collect repetitions")
+    p.add_argument("--reps", type=positive_int, default=3,
                    help="back-to-back repetitions (device time: the first is dropped)")
     p.add_argument("--sustain-s", type=seconds_or_zero, default=0.5,
                    help="then run each point back to back this long and time the second half: "
@@ -73,7 +74,8 @@ def add_arguments(p):
                    help="time only the grid points whose name contains one of these (e.g. "
                         "'decode 256x128'): a probe of raw timings, written as "
                         "step_probe_*.json, not a cost model (no fit, no host timing)")
-    p.add_argument("--host-steps", type=int, default=300, help="scheduler steps timed per config")
+    p.add_argument("--host-steps", type=positive_int, default=300,
+                   help="scheduler steps timed per config")
     bc.add_scoring_arguments(p)
     p.add_argument("--out", help="default results/bench/step_cost_<gpu>_<model>.json")
     p.add_argument("--from-trace", nargs="+", metavar="TRACE",

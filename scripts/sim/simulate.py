@@ -19,6 +19,7 @@ would give, labelled WHAT-IF in the table and the JSON, never a prediction.
 import glob
 
 from scripts import common as bc
+from scripts.arg_types import positive_int, positive_number, temperature
 from scripts.sim.jobs import job, print_report, to_report
 from zipage.sim import report as rp
 from zipage.sim.calibration_file import Calibration
@@ -36,28 +37,33 @@ def add_arguments(p):
     p.add_argument("--cost", metavar="CALIBRATION", help="step_cost_*.json of `bench calibrate`")
     p.add_argument("--fixed-cost", action="store_true", help="stated coefficients, no measurement")
     p.add_argument("--engines", nargs="+", default=["full", "zipage"], choices=list(ENGINE_KEYS))
-    p.add_argument("--num-requests", type=int, default=960)
-    p.add_argument("--samples-per-prompt", type=int, default=1, help="requests sharing a prompt")
-    p.add_argument("--prompt-len", type=int, default=128)
+    p.add_argument("--num-requests", type=positive_int, default=960)
+    p.add_argument("--samples-per-prompt", type=positive_int, default=1,
+                   help="requests sharing a prompt")
+    p.add_argument("--prompt-len", type=positive_int, default=128)
     lengths = p.add_mutually_exclusive_group()
-    lengths.add_argument("--output-len", type=int, help="every request generates exactly this")
-    lengths.add_argument("--mean-output-len", type=float, help="capped lognormal with this mean")
+    lengths.add_argument("--output-len", type=positive_int,
+                         help="every request generates exactly this")
+    lengths.add_argument("--mean-output-len", type=positive_number,
+                         help="capped lognormal with this mean")
     lengths.add_argument("--replay", metavar="SAMPLES_JSONL", help="a harness run's samples")
-    p.add_argument("--max-output-len", type=int, default=PAPER["max_output_len"], help="the cap")
-    p.add_argument("--sigma", type=float, default=PAPER["sigma"], help="lognormal sigma")
-    p.add_argument("--budget", type=int, default=PAPER["budget"])
-    p.add_argument("--block-size", type=int, default=PAPER["block_size"])
+    p.add_argument("--max-output-len", type=positive_int, default=PAPER["max_output_len"],
+                   help="the cap")
+    p.add_argument("--sigma", type=positive_number, default=PAPER["sigma"], help="lognormal sigma")
+    p.add_argument("--budget", type=positive_int, default=PAPER["budget"])
+    p.add_argument("--block-size", type=positive_int, default=PAPER["block_size"])
     pool = p.add_mutually_exclusive_group()
-    pool.add_argument("--kv-cache-tokens", type=int)
-    pool.add_argument("--gpu-memory-gib", type=float, help="device memory (default: calibrated)")
-    p.add_argument("--max-num-seqs", type=int, default=PAPER["max_num_seqs"])
+    pool.add_argument("--kv-cache-tokens", type=positive_int)
+    pool.add_argument("--gpu-memory-gib", type=positive_number,
+                      help="device memory (default: calibrated)")
+    p.add_argument("--max-num-seqs", type=positive_int, default=PAPER["max_num_seqs"])
     p.add_argument("--kv-cache-dtype", default="auto", choices=("auto", "fp8"),
                    help="KV cache of the simulated engines: its configs in the calibration and "
                         "its pool size; with --paper, fp8 adds the FP8 paper runs next to bf16")
-    p.add_argument("--max-num-batched-tokens", type=int, default=8192)
+    p.add_argument("--max-num-batched-tokens", type=positive_int, default=8192)
     bc.add_async_argument(p, "the simulated engine schedules step N+1 while step N runs")
     bc.add_scoring_arguments(p)
-    p.add_argument("--temperature", type=float, default=0.6)
+    p.add_argument("--temperature", type=temperature, default=0.6)
     bc.add_common_arguments(p)
     p.add_argument("--validate", nargs="+", metavar="REPORT", help="measured `long --json` runs")
     p.add_argument("--trace", nargs="+", metavar="TRACE",
@@ -66,15 +72,16 @@ def add_arguments(p):
     p.add_argument("--paper", action="store_true",
                    help="paper workload (mean: --mean-output-len, default 16384), GPU sizes, "
                         "sweep, plot")
-    p.add_argument("--sweep-means", type=float, nargs="+", default=list(SWEEP_MEANS))
-    p.add_argument("--sweep-budgets", type=int, nargs="+", default=list(SWEEP_BUDGETS))
+    p.add_argument("--sweep-means", type=positive_number, nargs="+", default=list(SWEEP_MEANS))
+    p.add_argument("--sweep-budgets", type=positive_int, nargs="+", default=list(SWEEP_BUDGETS))
     p.add_argument("--measured", nargs="*", default=[], metavar="REPORT", help="plot these")
     p.add_argument("--replot", metavar="SWEEP_JSON",
                    help="redraw --plot from the curves of an earlier --paper run (its --json) "
                         "with the --measured points (predicted with --cost); no new sweep")
     p.add_argument("--plot", default="results/bench/speedup_vs_length.png")
-    p.add_argument("--jobs", type=int, default=1, help="simulations run in parallel processes")
-    p.add_argument("--decode-speedup", type=float, metavar="X",
+    p.add_argument("--jobs", type=positive_int, default=1,
+                   help="simulations run in parallel processes")
+    p.add_argument("--decode-speedup", type=positive_number, metavar="X",
                    help="what-if: the simulated KV dtype's decode reads its KV X times faster "
                         "than calibrated (results are labelled, not predictions)")
     p.add_argument("--decode-programs-per-sm", type=int, metavar="N",

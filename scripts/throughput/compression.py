@@ -9,17 +9,18 @@ breakdown, every round's time) next to the time of 256 decode steps of that batc
 import time
 
 from scripts import common as bc
+from scripts.arg_types import positive_int
 from zipage import LLM, SamplingParams
 
 
 def add_arguments(p):
     bc.add_model_arguments(p, cpu_smoke=False)
     bc.add_common_arguments(p)
-    p.add_argument("--num-requests", type=int, default=64)
-    p.add_argument("--prompt-len", type=int, default=128)
-    p.add_argument("--output-len", type=int, default=2600)
-    p.add_argument("--budget", type=int, default=2048)
-    p.add_argument("--block-size", type=int, default=256)
+    p.add_argument("--num-requests", type=positive_int, default=64)
+    p.add_argument("--prompt-len", type=positive_int, default=128)
+    p.add_argument("--output-len", type=positive_int, default=2600)
+    p.add_argument("--budget", type=positive_int, default=2048)
+    p.add_argument("--block-size", type=positive_int, default=256)
     bc.add_scoring_arguments(p)
     p.add_argument("--redundancy", default=None, choices=["none", "raw", "lightning"],
                    help="override the redundancy mode of --scoring")

@@ -15,17 +15,18 @@ import os
 import time
 
 from scripts import common as bc
+from scripts.arg_types import positive_int
 
 
 def add_arguments(p):
     bc.add_model_arguments(p)
     bc.add_common_arguments(p)
-    p.add_argument("--replicas", type=int, default=2)
-    p.add_argument("--num-requests", type=int, default=None, help="default 512 (smoke: 8)")
-    p.add_argument("--prompt-len", type=int, default=None, help="default 128 (smoke: 16)")
-    p.add_argument("--output-len", type=int, default=None, help="default 1024 (smoke: 16)")
-    p.add_argument("--budget", type=int, default=None, help="KV budget; default Full KV")
-    p.add_argument("--block-size", type=int, default=None)
+    p.add_argument("--replicas", type=positive_int, default=2)
+    p.add_argument("--num-requests", type=positive_int, default=None, help="default 512 (smoke: 8)")
+    p.add_argument("--prompt-len", type=positive_int, default=None, help="default 128 (smoke: 16)")
+    p.add_argument("--output-len", type=positive_int, default=None, help="default 1024 (smoke: 16)")
+    p.add_argument("--budget", type=positive_int, default=None, help="KV budget; default Full KV")
+    p.add_argument("--block-size", type=positive_int, default=None)
 
 
 def _replica(rank, opts, model, prompts, output_len, barrier, results):

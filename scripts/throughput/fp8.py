@@ -19,6 +19,7 @@ import argparse
 from pathlib import Path
 
 from scripts import common as bc
+from scripts.arg_types import positive_int, positive_number
 from scripts.throughput import throughput
 
 
@@ -31,14 +32,14 @@ def _args(extra: list[str]) -> argparse.Namespace:
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--model", default="qwen3-8b")
     ap.add_argument("--cpu-smoke", action="store_true")
-    ap.add_argument("--zipage-pool-gib", type=float, default=16.0)
-    ap.add_argument("--zipage-output-len", type=int, default=2560,
+    ap.add_argument("--zipage-pool-gib", type=positive_number, default=16.0)
+    ap.add_argument("--zipage-output-len", type=positive_int, default=2560,
                     help="> budget + block - prompt, so every request compresses")
-    ap.add_argument("--max-num-seqs", type=int, default=128,
+    ap.add_argument("--max-num-seqs", type=positive_int, default=128,
                     help="caps the filled pool (CUDA graphs are captured up to it)")
     ap.add_argument("--full-long-requests", type=int, default=64)
     ap.add_argument("--full-long-output-len", type=int, default=2048)
-    ap.add_argument("--full-long-pool-gib", type=float, default=8.0)
+    ap.add_argument("--full-long-pool-gib", type=positive_number, default=8.0)
     ap.add_argument("--only", choices=["full", "full_long", "zipage"], nargs="+", default=None)
     ap.add_argument("--out", default="results/bench/fp8_throughput",
                     help="writes OUT.json (every run's result) and OUT.md (the table)")

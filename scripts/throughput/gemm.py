@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from scripts import common as bc
-from scripts.arg_types import positive_seconds
+from scripts.arg_types import positive_int, positive_seconds
 from zipage.models.presets import SHAPES
 
 BACKENDS = ("cublas", "cublaslt", "tunableop")
@@ -25,10 +25,10 @@ BACKENDS = ("cublas", "cublaslt", "tunableop")
 
 def add_arguments(p):
     p.add_argument("--model", default="qwen3-8b", choices=sorted(SHAPES))
-    p.add_argument("--rows", type=int, nargs="+", default=[256], help="batch sizes (M)")
+    p.add_argument("--rows", type=positive_int, nargs="+", default=[256], help="batch sizes (M)")
     p.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS)
     p.add_argument("--seconds", type=positive_seconds, default=3.0, help="sustained loop per point")
-    p.add_argument("--layers", type=int, default=None, help="default: the model's")
+    p.add_argument("--layers", type=positive_int, default=None, help="default: the model's")
     bc.add_common_arguments(p)
 
 

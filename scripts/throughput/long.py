@@ -25,6 +25,7 @@ import time
 from collections import Counter
 
 from scripts import common as bc
+from scripts.arg_types import positive_int, positive_number, temperature
 from scripts.throughput.energy import EnergyCounter, energy_since
 from scripts.throughput.roofline import copy_bandwidth, mean_decode_context
 from zipage import LLM, SamplingParams
@@ -35,25 +36,32 @@ from zipage.sim.shapes import itemsize, kv_bytes_per_token, parameter_counts
 from zipage.sim.trace import COLUMNS, StepTracer, write_traces
 
 
+DEFAULT_SIZES = dict(num_requests=128, prompt_len=128, output_len=8192, budget=2048,
+                     block_size=256, kv_cache_tokens=None)
+CPU_SMOKE_SIZES = dict(num_requests=4, prompt_len=16, output_len=96, budget=32, block_size=16,
+                       kv_cache_tokens=512)
+
+
 def add_arguments(p):
     bc.add_model_arguments(p)
     bc.add_common_arguments(p)
-    p.add_argument("--num-requests", type=int, default=128)
-    p.add_argument("--prompt-len", type=int, default=128)
-    p.add_argument("--output-len", type=int, default=8192,
+    p.add_argument("--num-requests", type=positive_int, default=DEFAULT_SIZES["num_requests"])
+    p.add_argument("--prompt-len", type=positive_int, default=DEFAULT_SIZES["prompt_len"])
+    p.add_argument("--output-len", type=positive_int, default=DEFAULT_SIZES["output_len"],
                    help="tokens every request generates; with --mean-output-len, the cap")
-    p.add_argument("--mean-output-len", type=float, default=None,
+    p.add_argument("--mean-output-len", type=positive_number, default=None,
                    help="draw each request's length from a lognormal with this mean, capped at "
                         "--output-len (zipage/sim/lengths.py; seeded by --seed): staggered "
                         "finishes, as in a sampled run")
-    p.add_argument("--sigma", type=float, default=0.6, help="lognormal sigma of the lengths")
-    p.add_argument("--budget", type=int, default=2048)
-    p.add_argument("--block-size", type=int, default=256)
+    p.add_argument("--sigma", type=positive_number, default=0.6,
+                   help="lognormal sigma of the lengths")
+    p.add_argument("--budget", type=positive_int, default=DEFAULT_SIZES["budget"])
+    p.add_argument("--block-size", type=positive_int, default=DEFAULT_SIZES["block_size"])
     bc.add_scoring_arguments(p)
-    p.add_argument("--temperature", type=float, default=0.6)
-    p.add_argument("--kv-cache-tokens", type=int, default=None,
+    p.add_argument("--temperature", type=temperature, default=0.6)
+    p.add_argument("--kv-cache-tokens", type=positive_int, default=None,
                    help="KV pool size in tokens for both engines (default: all free GPU memory)")
-    p.add_argument("--max-num-seqs", type=int, default=None, help="default: num-requests")
+    p.add_argument("--max-num-seqs", type=positive_int, default=None, help="default: num-requests")
     p.add_argument("--engines", nargs="+", default=["full", "zipage"],
                    choices=["full", "zipage", *COMPARISON],
                    help="full, zipage (scored by --scoring) and the comparison presets "
@@ -184,10 +192,20 @@ def report(a, env: dict, workload: dict, results: list[dict], copy_bw: float | N
         workload=workload, results=results)
 
 
+def apply_cpu_smoke_sizes(a) -> None:
+    """The tiny CPU model's sizes; a size given on the command line is replaced, and said so."""
+    replaced = [f"--{k.replace('_', '-')} {getattr(a, k)} -> {v}"
+                for k, v in CPU_SMOKE_SIZES.items()
+                if getattr(a, k) != DEFAULT_SIZES[k] and getattr(a, k) != v]
+    if replaced:
+        print(f"--cpu-smoke uses its own sizes: {', '.join(replaced)}")
+    for k, v in CPU_SMOKE_SIZES.items():
+        setattr(a, k, v)
+
+
 def main(a) -> int:
     if a.cpu_smoke:
-        a.num_requests, a.prompt_len, a.output_len = 4, 16, 96
-        a.budget, a.block_size, a.kv_cache_tokens = 32, 16, 512
+        apply_cpu_smoke_sizes(a)
     device = bc.device_for(a)
     model, base, tmp = bc.engine_model(a, device)
     a.lengths, a.output_len_report = draw_lengths(a)

@@ -23,6 +23,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from scripts import common as bc
+from scripts.arg_types import positive_int, temperature
 from zipage import LLM, SamplingParams
 
 # Engine methods timed as host phases: (object path from the LLM or a module, attribute).
@@ -35,17 +36,18 @@ PHASES = [("scheduler", "schedule"), ("module:zipage.worker.model_runner", "buil
 def add_arguments(p):
     bc.add_model_arguments(p, cpu_smoke=False)
     bc.add_common_arguments(p)
-    p.add_argument("--num-requests", type=int, default=192)
-    p.add_argument("--prompt-len", type=int, default=128)
-    p.add_argument("--steps", type=int, default=64, help="decode steps profiled")
-    p.add_argument("--temperature", type=float, default=0.6)
+    p.add_argument("--num-requests", type=positive_int, default=192)
+    p.add_argument("--prompt-len", type=positive_int, default=128)
+    p.add_argument("--steps", type=positive_int, default=64, help="decode steps profiled")
+    p.add_argument("--temperature", type=temperature, default=0.6)
     p.add_argument("--budget", type=int, default=256, help="KV budget in tokens; 0 = Full KV")
-    p.add_argument("--block-size", type=int, default=32)
+    p.add_argument("--block-size", type=positive_int, default=32)
     bc.add_scoring_arguments(p)
-    p.add_argument("--kv-cache-tokens", type=int, default=200000)
-    p.add_argument("--max-model-len", type=int, default=8192)
+    p.add_argument("--kv-cache-tokens", type=positive_int, default=200000)
+    p.add_argument("--max-model-len", type=positive_int, default=8192)
     p.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs for decode")
-    p.add_argument("--top-kernels", type=int, default=20, help="rows of the GPU kernel table")
+    p.add_argument("--top-kernels", type=positive_int, default=20,
+                   help="rows of the GPU kernel table")
     p.add_argument("--decode-only", action="store_true",
                    help="profile --steps steps after every prefill is done (no prefill kernels)")
     p.add_argument("--python-profile", type=int, default=0, metavar="N",

@@ -8,6 +8,7 @@ import argparse
 
 import torch
 
+from scripts.arg_types import positive_int
 from zipage.kernels.qk_rotary import qk_rotary
 from zipage.layers.key_rotation import hadamard, rotate
 
@@ -32,9 +33,9 @@ def _graph_ms(fn, reps=20, layers=36):
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--rows", type=int, nargs="+", default=[64, 256, 512])
-    ap.add_argument("--q-heads", type=int, default=32)
-    ap.add_argument("--kv-heads", type=int, default=8)
+    ap.add_argument("--rows", type=positive_int, nargs="+", default=[64, 256, 512])
+    ap.add_argument("--q-heads", type=positive_int, default=32)
+    ap.add_argument("--kv-heads", type=positive_int, default=8)
     ap.add_argument("--head-dim", type=int, default=128)
 
 

@@ -18,6 +18,8 @@ import time
 import torch
 
 from scripts import common as bc
+from scripts.arg_types import (count_or_zero, memory_fraction, positive_int,
+                               positive_number, temperature)
 from scripts.throughput import hf_baseline, roofline
 from zipage import LLM, SamplingParams
 from zipage.models.presets import SHAPES
@@ -26,27 +28,28 @@ from zipage.models.presets import SHAPES
 def add_arguments(p):
     bc.add_model_arguments(p)
     bc.add_common_arguments(p)
-    p.add_argument("--num-requests", type=int, default=None,
+    p.add_argument("--num-requests", type=count_or_zero, default=None,
                    help="default 256 (smoke: 8); 0 = fill the pool: as many requests as run at "
                         "once (llm.max_concurrency; needs --skip-hf)")
-    p.add_argument("--prompt-len", type=int, default=None, help="default 128 (smoke: 16)")
-    p.add_argument("--output-len", type=int, default=None, help="default 512 (smoke: 16)")
-    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (both engines)")
-    p.add_argument("--block-size", type=int, default=None, help="engine default if unset")
-    p.add_argument("--budget", type=int, default=None,
+    p.add_argument("--prompt-len", type=positive_int, default=None, help="default 128 (smoke: 16)")
+    p.add_argument("--output-len", type=positive_int, default=None, help="default 512 (smoke: 16)")
+    p.add_argument("--temperature", type=temperature, default=0.0, help="0 = greedy (both engines)")
+    p.add_argument("--block-size", type=positive_int, default=None, help="engine default if unset")
+    p.add_argument("--budget", type=positive_int, default=None,
                    help="KV budget (tokens), scored with --scoring; default Full KV")
     bc.add_scoring_arguments(p)
-    p.add_argument("--max-num-seqs", type=int, default=None)
-    p.add_argument("--max-num-batched-tokens", type=int, default=None)
-    p.add_argument("--max-model-len", type=int, default=None)
-    p.add_argument("--gpu-memory-utilization", type=float, default=None)
-    p.add_argument("--kv-cache-gib", type=float, default=None,
+    p.add_argument("--max-num-seqs", type=positive_int, default=None)
+    p.add_argument("--max-num-batched-tokens", type=positive_int, default=None)
+    p.add_argument("--max-model-len", type=positive_int, default=None)
+    p.add_argument("--gpu-memory-utilization", type=memory_fraction, default=None)
+    p.add_argument("--kv-cache-gib", type=positive_number, default=None,
                    help="KV pool of this many GiB (K, V, scales, global score), whatever "
                         "--kv-cache-dtype: equal memory for auto vs fp8 comparisons")
     p.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs for decode")
     bc.add_async_argument(p, "schedule step n+1 while step n runs on the GPU")
-    p.add_argument("--hf-batch-size", type=int, default=None, help="default: all requests at once")
-    p.add_argument("--hf-output-len", type=int, default=None,
+    p.add_argument("--hf-batch-size", type=positive_int, default=None,
+                   help="default: all requests at once")
+    p.add_argument("--hf-output-len", type=positive_int, default=None,
                    help="HF new tokens per request (default --output-len; shorter favours HF)")
     p.add_argument("--skip-hf", action="store_true")
     p.add_argument("--tqdm", action="store_true", help="engine progress bar in the timed run")
