@@ -1,5 +1,5 @@
 """argparse types for the benchmark options that take a number: each rejects, with the
-reason, what would otherwise time nothing, divide by zero or loop forever."""
+reason, what would otherwise time nothing, divide by zero, loop forever or fail deep inside."""
 import argparse
 import math
 
@@ -15,71 +15,37 @@ def finite_number(text: str) -> float:
     return value
 
 
-def seconds_or_zero(text: str) -> float:
-    """Seconds, 0 meaning none (a negative loop would measure nothing)."""
-    value = finite_number(text)
-    if value < 0.0:
-        raise argparse.ArgumentTypeError(f"seconds, 0 or more; got {text}")
-    return value
-
-
-def positive_seconds(text: str) -> float:
-    """Seconds, more than 0 (a loop of no time has no mean)."""
-    value = finite_number(text)
-    if value <= 0.0:
-        raise argparse.ArgumentTypeError(f"seconds, more than 0; got {text}")
-    return value
-
-
-def fraction_below_one(text: str) -> float:
-    """A fraction in [0, 1), e.g. 0.02 for 2%."""
-    value = finite_number(text)
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"a fraction in [0, 1), e.g. 0.02 for 2%; got {text}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """A count or a size: 1 or more (0 requests, a block of -16 tokens, ...)."""
+def whole_number(text: str) -> int:
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"1 or more; got {text}")
-    return value
 
 
-def count_or_zero(text: str) -> int:
-    """A count where 0 has a meaning of its own (the option's help says which)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"0 or more; got {text}")
-    return value
+def bounded(parse, accepts, expected: str, doc: str):
+    """A type that parses with `parse` and refuses values `accepts` rejects, saying `expected`."""
+    def check(text: str):
+        value = parse(text)
+        if not accepts(value):
+            raise argparse.ArgumentTypeError(f"{expected}; got {text}")
+        return value
+    check.__doc__ = doc
+    return check
 
 
-def positive_number(text: str) -> float:
-    """A finite number over 0: a memory size in GiB, a mean length, a sigma."""
-    value = finite_number(text)
-    if value <= 0.0:
-        raise argparse.ArgumentTypeError(f"more than 0; got {text}")
-    return value
-
-
-def temperature(text: str) -> float:
-    """A sampling temperature: finite, 0 or more (0 = greedy)."""
-    value = finite_number(text)
-    if value < 0.0:
-        raise argparse.ArgumentTypeError(f"0 or more (0 = greedy); got {text}")
-    return value
-
-
-def memory_fraction(text: str) -> float:
-    """A share of the GPU's memory, in (0, 1]."""
-    value = finite_number(text)
-    if not 0.0 < value <= 1.0:
-        raise argparse.ArgumentTypeError(f"a fraction in (0, 1], e.g. 0.9; got {text}")
-    return value
+seconds_or_zero = bounded(finite_number, lambda v: v >= 0, "seconds, 0 or more",
+                          "Seconds, 0 meaning none (a negative loop would measure nothing).")
+positive_seconds = bounded(finite_number, lambda v: v > 0, "seconds, more than 0",
+                           "Seconds, more than 0 (a loop of no time has no mean).")
+fraction_below_one = bounded(finite_number, lambda v: 0 <= v < 1,
+                             "a fraction in [0, 1), e.g. 0.02 for 2%", "A fraction in [0, 1).")
+positive_int = bounded(whole_number, lambda v: v >= 1, "1 or more",
+                       "A count or a size: 1 or more (0 requests, a block of -16 tokens, ...).")
+count_or_zero = bounded(whole_number, lambda v: v >= 0, "0 or more",
+                        "A count where 0 has a meaning of its own (the option's help says which).")
+positive_number = bounded(finite_number, lambda v: v > 0, "more than 0",
+                          "A finite number over 0: a memory size in GiB, a mean length, a sigma.")
+temperature = bounded(finite_number, lambda v: v >= 0, "0 or more (0 = greedy)",
+                      "A sampling temperature: finite, 0 or more (0 = greedy).")
+memory_fraction = bounded(finite_number, lambda v: 0 < v <= 1, "a fraction in (0, 1], e.g. 0.9",
+                          "A share of the GPU's memory, in (0, 1].")
