@@ -116,6 +116,10 @@ class EngineConfig:
             raise ValueError(f"tensor_parallel_size must be a positive integer, got {tp!r}")
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ValueError("gpu_memory_utilization must be in (0, 1]")
+        if self.max_num_seqs < 1:  # else the scheduler stalls with every request waiting
+            raise ValueError(f"max_num_seqs must be at least 1, got {self.max_num_seqs}")
+        if self.kv_cache_tokens is not None and self.kv_cache_tokens < 0:
+            raise ValueError(f"kv_cache_tokens must not be negative, got {self.kv_cache_tokens}")
         if self.max_num_batched_tokens < b:
             raise ValueError("max_num_batched_tokens must be at least one block")
 

@@ -65,6 +65,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("sweep", help="JSON of `bench fp8-kernels --energy S --json ...`")
     ap.add_argument("--shape", default="b", choices=sorted(GPU_SHAPES),
                     help="the sweep's decode shape")
+    # a fraction in [0, 1): below 0, any row spending less energy than the default would win
     ap.add_argument("--margin", type=fraction_below_one, default=0.02,
                     help="the least energy saving over the default that changes the launch")
     ap.add_argument("--env-file", help="write FP8_ARM_ENV and FP8_ARM_ARGS here (shell)")

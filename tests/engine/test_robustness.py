@@ -144,3 +144,13 @@ def test_generate_rejects_what_is_not_sampling_params(llm, prompts):
     with pytest.raises(TypeError, match="SamplingParams"):
         llm.generate(prompts[:1], {"temperature": 0}, use_tqdm=False)
     assert_empty(llm)
+
+
+@pytest.mark.parametrize("option, says", [
+    (dict(max_num_seqs=0), "max_num_seqs must be at least 1"),        # stalled with all waiting
+    (dict(kv_cache_tokens=-16), "kv_cache_tokens must not be negative"),  # failed in torch.zeros
+])
+def test_pool_and_batch_sizes_that_cannot_run_are_refused_at_once(option, says):
+    from zipage.config import EngineConfig
+    with pytest.raises(ValueError, match=says):
+        EngineConfig(model="x", **option)
