@@ -15,6 +15,14 @@ def finite_number(text: str) -> float:
     return value
 
 
+def real_number(text: str) -> float:
+    """A float, inf allowed (a time limit of inf means none); nan fails every bound below."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+
+
 def whole_number(text: str) -> int:
     try:
         return int(text)
@@ -39,6 +47,10 @@ positive_seconds = bounded(finite_number, lambda v: v > 0, "seconds, more than 0
                            "Seconds, more than 0 (a loop of no time has no mean).")
 fraction_below_one = bounded(finite_number, lambda v: 0 <= v < 1,
                              "a fraction in [0, 1), e.g. 0.02 for 2%", "A fraction in [0, 1).")
+time_limit = bounded(real_number, lambda v: v > 0, "seconds, more than 0 (inf: no limit)",
+                     "A wall-clock limit: more than 0 seconds, or inf for none.")
+open_fraction = bounded(finite_number, lambda v: 0 < v < 1, "a fraction in (0, 1), e.g. 0.33",
+                        "A share of a set split in two: each side must keep something.")
 positive_int = bounded(whole_number, lambda v: v >= 1, "1 or more",
                        "A count or a size: 1 or more (0 requests, a block of -16 tokens, ...).")
 count_or_zero = bounded(whole_number, lambda v: v >= 0, "0 or more",

@@ -72,6 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--timeout", type=float, default=None, help="per-sample math-verify timeout (s)")
     a = ap.parse_args(argv)
+    if a.workers is not None and a.workers < 1:
+        ap.error(f"--workers: 1 or more; got {a.workers}")
+    if a.timeout is not None and not a.timeout > 0:  # a zero timeout would score every sample wrong
+        ap.error(f"--timeout: seconds, more than 0; got {a.timeout}")
     try:
         s = rescore(a.run_dir, a.workers, a.timeout)
     except (NotARunFolder, ConfigError, DataError) as e:

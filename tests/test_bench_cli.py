@@ -124,6 +124,16 @@ def test_throughput_cpu_smoke_matches_transformers(tmp_path):
     (["throughput", "--num-requests", "-1"], "0 or more"),         # 0 = fill the pool
     (["simulate", "--num-requests", "1e3"], "not a whole number"),
     (["calibrate", "--rows", "0", "8"], "1 or more"),
+    (["calibrate", "--warmup", "-1"], "0 or more"),
+    (["agreement", "--skip-problems", "-3"], "0 or more"),      # sliced the last 3 problems
+    (["agreement", "--window", "0"], "1 or more"),
+    (["long-generations", "--out", "x", "--limit", "-1"], "1 or more"),  # dropped the last one
+    (["long-generations", "--out", "x", "--tuning-share", "1"], "a fraction in (0, 1)"),
+    (["fidelity-gpu", "--max-wall-s", "-5"], "seconds, more than 0"),
+    (["fidelity-gpu", "--mem-limit-gb", "0"], "more than 0"),
+    (["fidelity-domains", "--max-wall-s", "nan"], "seconds, more than 0 (inf: no limit)"),
+    (["profile", "--budget", "-256"], "0 or more"),               # 0 = Full KV
+    (["simulate", "--decode-programs-per-sm", "0"], "1 or more"),
 ])
 def test_seconds_and_fractions_out_of_range_exit_2_with_the_reason(argv, says, capsys):
     with pytest.raises(SystemExit) as done:
@@ -135,18 +145,28 @@ def test_seconds_and_fractions_in_range_are_kept():
     from scripts.arg_types import fraction_below_one, positive_seconds, seconds_or_zero
     assert seconds_or_zero("0") == 0.0 and positive_seconds("0.25") == 0.25
     assert fraction_below_one("0.02") == 0.02 and fraction_below_one("0") == 0.0
+    from scripts.arg_types import open_fraction, time_limit
+    assert time_limit("inf") == float("inf") and time_limit("400") == 400.0
+    assert open_fraction("0.33") == 0.33
 
 
 def test_cpu_smoke_says_which_sizes_it_replaces(capsys):
-    """`long --cpu-smoke --num-requests 8` ran 4 requests without a word."""
+    """`long --cpu-smoke --num-requests 8` ran 4 requests without a word; so did an explicit
+    `--num-requests 128`, the option's default."""
     import argparse
-    from scripts.throughput.long import CPU_SMOKE_SIZES, add_arguments, apply_cpu_smoke_sizes
+    from scripts.throughput.long import (CPU_SMOKE_SIZES, DEFAULT_SIZES, add_arguments,
+                                         resolve_sizes)
     p = argparse.ArgumentParser()
     add_arguments(p)
-    asked = p.parse_args(["--cpu-smoke", "--num-requests", "8", "--budget", "32"])
-    apply_cpu_smoke_sizes(asked)
+    asked = p.parse_args(["--cpu-smoke", "--num-requests", "8", "--budget", "32",
+                          "--output-len", "8192"])
+    resolve_sizes(asked)
     said = capsys.readouterr().out
-    assert "--num-requests 8 -> 4" in said and "--budget" not in said
+    assert "--num-requests 8 -> 4" in said and "--output-len 8192 -> 96" in said
+    assert "--budget" not in said
     assert {k: getattr(asked, k) for k in CPU_SMOKE_SIZES} == CPU_SMOKE_SIZES
-    apply_cpu_smoke_sizes(p.parse_args(["--cpu-smoke"]))
+    resolve_sizes(p.parse_args(["--cpu-smoke"]))
     assert capsys.readouterr().out == ""
+    plain = p.parse_args(["--budget", "1024"])
+    resolve_sizes(plain)
+    assert {k: getattr(plain, k) for k in DEFAULT_SIZES} == dict(DEFAULT_SIZES, budget=1024)

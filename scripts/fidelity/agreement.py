@@ -24,7 +24,7 @@ from types import SimpleNamespace
 
 import torch
 
-from scripts.arg_types import positive_int, temperature
+from scripts.arg_types import count_or_zero, positive_int, temperature
 from scripts.common import environment, invocation
 from scripts.fidelity import agreement_report as ar
 from scripts.fidelity import engine as fe
@@ -42,7 +42,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--task", default="gsm8k", choices=["gsm8k", "math500"])
     ap.add_argument("--num-problems", type=positive_int, default=48)
     ap.add_argument("--seed", type=int, default=0, help="problem shuffle and sampling seeds")
-    ap.add_argument("--skip-problems", type=int, default=0,
+    ap.add_argument("--skip-problems", type=count_or_zero, default=0,
                     help="start after this many shuffled problems (a split disjoint from a "
                          "run without it, e.g. for tuning)")
     ap.add_argument("--max-tokens", type=positive_int, default=1024)
@@ -50,8 +50,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--samples", type=positive_int, default=1, help="samples (seeds) per problem")
     ap.add_argument("--budgets", type=positive_int, nargs="+", default=[128, 256])
     ap.add_argument("--block-size", type=positive_int, default=16)
-    ap.add_argument("--window", type=int, default=16, help="observation window W")
-    ap.add_argument("--sinks", type=int, default=4,
+    ap.add_argument("--window", type=positive_int, default=16, help="observation window W")
+    ap.add_argument("--sinks", type=count_or_zero, default=4,
                     help="sink tokens of the recent-window baseline")
     ap.add_argument("--methods", nargs="*", type=fm.method_arg, default=[fm.DEFAULT, "paper", "recent"])
     ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])

@@ -22,7 +22,7 @@ import os
 import sys
 import time
 
-from scripts.arg_types import positive_int
+from scripts.arg_types import positive_int, time_limit
 from scripts.common import invocation
 from scripts.fidelity import methods as fm
 from scripts.fidelity.cells import CellStore
@@ -50,12 +50,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--text-seed", type=int, default=31, help="shuffle of the domains' records")
     p.add_argument("--budgets", type=positive_int, nargs="+", default=[1024, 2048])
     p.add_argument("--block-size", type=positive_int, default=256)
-    p.add_argument("--window", type=int, default=16)
+    p.add_argument("--window", type=positive_int, default=16)
     p.add_argument("--methods", nargs="+", type=fm.method_arg, default=list(METHODS))
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--dtype", default="float32")
     p.add_argument("--workers", type=positive_int, default=1)
-    p.add_argument("--max-wall-s", type=float, default=float("inf"))
+    p.add_argument("--max-wall-s", type=time_limit, default=float("inf"))
     p.add_argument("--out", default="results/fidelity/domains",
                    help="output path without extension; cells in <out>_cells/")
     p.add_argument("--report-only", action="store_true")

@@ -41,7 +41,7 @@ from pathlib import Path
 import torch
 
 import zipage.layers.attention as attention_mod
-from scripts.arg_types import positive_int
+from scripts.arg_types import count_or_zero, positive_int
 from scripts.common import invocation
 from scripts.fidelity import engine as fe
 from scripts.fidelity import methods as fm
@@ -126,8 +126,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--full-variants", nargs="*", default=list(VARIANTS[:5]), choices=VARIANTS)
     ap.add_argument("--budget-variants", nargs="+", default=["auto", "fp8"], choices=VARIANTS,
                     help="storage variants of the budget cells; auto (their reference) first")
-    ap.add_argument("--score-from", type=int, default=64, help="first scored position (Full KV)")
-    ap.add_argument("--sinks", type=int, default=4)
+    ap.add_argument("--score-from", type=count_or_zero, default=64, help="first scored position (Full KV)")
+    ap.add_argument("--sinks", type=count_or_zero, default=4)
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--out", default=str(ROOT / "results/fp8_fidelity"),

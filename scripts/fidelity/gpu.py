@@ -20,7 +20,7 @@ import shlex
 import time
 from pathlib import Path
 
-from scripts.arg_types import positive_int
+from scripts.arg_types import positive_int, positive_number, positive_seconds
 from scripts.fidelity import plan as fp
 from scripts.fidelity import timebox
 
@@ -98,7 +98,7 @@ def agreement_lines(flags_by_name: dict) -> list[str]:
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--profile", choices=sorted(fp.PROFILES), default="h200")
-    ap.add_argument("--max-wall-s", type=float, default=400.0,
+    ap.add_argument("--max-wall-s", type=positive_seconds, default=400.0,
                     help="no cell ends later than this after the start (reports come after)")
     ap.add_argument("--workers", type=positive_int, default=None, help="parallel engine processes")
     ap.add_argument("--priorities", type=int, nargs="+", default=[1, 2, 3],
@@ -109,7 +109,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                          "split, MATH-500), 7: their block-256 NLL")
     ap.add_argument("--results-dir", default="results")
     ap.add_argument("--log-dir", default="/tmp/fidelity_gpu_logs")
-    ap.add_argument("--mem-limit-gb", type=float, default=100.0,
+    ap.add_argument("--mem-limit-gb", type=positive_number, default=100.0,
                     help="sum of the running tasks' estimated GPU memory")
     ap.add_argument("--model", default=None, help="override the profile's model")
     ap.add_argument("--dtype", default=None, help="override the profile's dtype (float32)")

@@ -23,7 +23,7 @@ import os
 import random
 import statistics
 import time
-from scripts.arg_types import positive_int, temperature
+from scripts.arg_types import count_or_zero, open_fraction, positive_int, temperature
 
 SOURCES = (("amc23", None), ("aime24", None), ("aime25", None), ("math500", 5))
 SPLITS = ("tuning", "test")
@@ -39,15 +39,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="sampling seed (problem j: seed + j*samples)")
     p.add_argument("--max-model-len", type=positive_int, default=8192,
                    help="prompt + trajectory; the model's context for SmolLM2")
-    p.add_argument("--min-tokens", type=int, default=3072,
+    p.add_argument("--min-tokens", type=count_or_zero, default=3072,
                    help="generated tokens a trajectory needs to be kept")
     p.add_argument("--text-tokens", type=positive_int, default=4096,
                    help="tokens per fidelity text (prompt + trajectory, cut here)")
     p.add_argument("--texts-per-split", type=positive_int, nargs=2, default=[12, 24],
                    metavar=("TUNING", "TEST"))
     p.add_argument("--split-seed", type=int, default=31)
-    p.add_argument("--tuning-share", type=float, default=1 / 3)
-    p.add_argument("--limit", type=int, default=None, help="first N problems of each source")
+    p.add_argument("--tuning-share", type=open_fraction, default=1 / 3)
+    p.add_argument("--limit", type=positive_int, default=None, help="first N problems of each source")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--out", required=True, help="output path without extension")
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from scripts.arg_types import positive_int
+from scripts.arg_types import count_or_zero, positive_int
 from scripts.common import environment, invocation
 from scripts.fidelity import engine as fe
 from scripts.fidelity import group as fg
@@ -55,13 +55,13 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--text-tokens", type=positive_int, default=4096,
                     help="tokens per text; a run at budget B forces text[B:] (with "
                          "--forced-tokens F: text[B:B+F], texts of max(B) + F tokens)")
-    ap.add_argument("--forced-tokens", type=int, default=None)
+    ap.add_argument("--forced-tokens", type=positive_int, default=None)
     ap.add_argument("--prompt-tokens", default="budget",
                     help="'budget' (prompt = first B tokens at budget B) or an int")
     ap.add_argument("--budgets", type=positive_int, nargs="+", default=[1024, 2048])
     ap.add_argument("--block-size", type=positive_int, default=256)
-    ap.add_argument("--window", type=int, default=16, help="observation window W")
-    ap.add_argument("--sinks", type=int, default=4,
+    ap.add_argument("--window", type=positive_int, default=16, help="observation window W")
+    ap.add_argument("--sinks", type=count_or_zero, default=4,
                     help="sink tokens of the recent-window baseline")
     ap.add_argument("--methods", nargs="*", type=fm.method_arg, default=DEFAULT_METHODS,
                     help=f"any of {', '.join(fm.NAMES)}, or {fm.WEIGHT_PREFIX}<w> (full score "

@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from scripts.arg_types import count_or_zero
 from scripts.common import ROOT
 from scripts.gpu import stages
 from scripts.gpu.pack import pack
@@ -37,7 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="logs and reports (default $OUT if set, else /tmp/zipage-suite)")
     p.add_argument("--list", action="store_true", help="print the stages and their commands")
     p.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
-    p.add_argument("--tail", type=int, default=20, help="log lines printed after each command")
+    p.add_argument("--tail", type=count_or_zero, default=20,
+                   help="log lines printed after each command (0: none)")
     p.add_argument("--no-clocks", action="store_true", help="no nvidia-smi sampling")
     p.add_argument("--pack", action="store_true",
                    help="at the end, put every file but the top-level reports into "

@@ -26,7 +26,7 @@ import time
 import torch
 
 from scripts import common as bc
-from scripts.arg_types import positive_int, seconds_or_zero, temperature
+from scripts.arg_types import count_or_zero, positive_int, seconds_or_zero, temperature
 from scripts.throughput.roofline import copy_bandwidth
 from zipage.config import EngineConfig
 from zipage.models.loader import build_model, load_hf_config, resolve
@@ -51,14 +51,14 @@ def add_arguments(p):
     p.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS, metavar="ENGINE/bB",
                    help=f"engine (fullkv|zipage) and block size "
                         f"(default {' '.join(DEFAULT_CONFIGS)})")
-    p.add_argument("--budget-blocks", type=int, default=8, help="Zipage C: budget = C x block")
+    p.add_argument("--budget-blocks", type=positive_int, default=8, help="Zipage C: budget = C x block")
     p.add_argument("--max-num-seqs", type=positive_int, default=512, help="largest batch timed")
     p.add_argument("--rows", type=positive_int, nargs="+", default=list(DEFAULT_ROWS),
                    help="decode batch sizes of the grid (default %(default)s)")
     p.add_argument("--max-num-batched-tokens", type=positive_int, default=8192)
     p.add_argument("--max-model-len", type=positive_int, default=128 + 32768 + 256)
     p.add_argument("--temperature", type=temperature, default=0.6, help="sampling of every row")
-    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--warmup", type=count_or_zero, default=1)
     p.add_argument("--sync-reps", type=positive_int, default=1,
                    help="launch-then-collect repetitions")
     p.add_argument("--reps", type=positive_int, default=3,

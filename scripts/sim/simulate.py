@@ -84,7 +84,7 @@ def add_arguments(p):
     p.add_argument("--decode-speedup", type=positive_number, metavar="X",
                    help="what-if: the simulated KV dtype's decode reads its KV X times faster "
                         "than calibrated (results are labelled, not predictions)")
-    p.add_argument("--decode-programs-per-sm", type=int, metavar="N",
+    p.add_argument("--decode-programs-per-sm", type=positive_int, metavar="N",
                    help="what-if, with --decode-speedup: N decode programs resident per SM")
 
 

@@ -37,8 +37,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="> budget + block - prompt, so every request compresses")
     ap.add_argument("--max-num-seqs", type=positive_int, default=128,
                     help="caps the filled pool (CUDA graphs are captured up to it)")
-    ap.add_argument("--full-long-requests", type=int, default=64)
-    ap.add_argument("--full-long-output-len", type=int, default=2048)
+    ap.add_argument("--full-long-requests", type=positive_int, default=64)
+    ap.add_argument("--full-long-output-len", type=positive_int, default=2048)
     ap.add_argument("--full-long-pool-gib", type=positive_number, default=8.0)
     ap.add_argument("--only", choices=["full", "full_long", "zipage"], nargs="+", default=None)
     ap.add_argument("--out", default="results/bench/fp8_throughput",

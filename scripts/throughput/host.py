@@ -13,7 +13,7 @@ import time
 import torch
 
 from scripts import common as bc
-from scripts.arg_types import positive_int
+from scripts.arg_types import count_or_zero, positive_int
 from zipage.engine.block_manager import BlockManager
 from zipage.engine.messages import StepResult
 from zipage.engine.scheduler import Scheduler, SchedulerConfig
@@ -28,7 +28,7 @@ def add_arguments(p):
     bc.add_common_arguments(p)
     p.add_argument("--num-requests", type=positive_int, nargs="+", default=[64, 192, 512])
     p.add_argument("--steps", type=positive_int, default=500, help="timed steps (after --warmup)")
-    p.add_argument("--warmup", type=int, default=100)
+    p.add_argument("--warmup", type=count_or_zero, default=100)
     p.add_argument("--block-size", type=positive_int, default=32)
     p.add_argument("--budget", type=positive_int, default=256)
     p.add_argument("--prompt-len", type=positive_int, default=128)

@@ -45,18 +45,23 @@ CPU_SMOKE_SIZES = dict(num_requests=4, prompt_len=16, output_len=96, budget=32, 
 def add_arguments(p):
     bc.add_model_arguments(p)
     bc.add_common_arguments(p)
-    p.add_argument("--num-requests", type=positive_int, default=DEFAULT_SIZES["num_requests"])
-    p.add_argument("--prompt-len", type=positive_int, default=DEFAULT_SIZES["prompt_len"])
-    p.add_argument("--output-len", type=positive_int, default=DEFAULT_SIZES["output_len"],
-                   help="tokens every request generates; with --mean-output-len, the cap")
+    # sizes default to None so that --cpu-smoke can tell a given size from a default one
+    p.add_argument("--num-requests", type=positive_int,
+                   help=f"default {DEFAULT_SIZES['num_requests']}")
+    p.add_argument("--prompt-len", type=positive_int,
+                   help=f"default {DEFAULT_SIZES['prompt_len']}")
+    p.add_argument("--output-len", type=positive_int,
+                   help="tokens every request generates; with --mean-output-len, the cap "
+                        f"(default {DEFAULT_SIZES['output_len']})")
     p.add_argument("--mean-output-len", type=positive_number, default=None,
                    help="draw each request's length from a lognormal with this mean, capped at "
                         "--output-len (zipage/sim/lengths.py; seeded by --seed): staggered "
                         "finishes, as in a sampled run")
     p.add_argument("--sigma", type=positive_number, default=0.6,
                    help="lognormal sigma of the lengths")
-    p.add_argument("--budget", type=positive_int, default=DEFAULT_SIZES["budget"])
-    p.add_argument("--block-size", type=positive_int, default=DEFAULT_SIZES["block_size"])
+    p.add_argument("--budget", type=positive_int, help=f"default {DEFAULT_SIZES['budget']}")
+    p.add_argument("--block-size", type=positive_int,
+                   help=f"default {DEFAULT_SIZES['block_size']}")
     bc.add_scoring_arguments(p)
     p.add_argument("--temperature", type=temperature, default=0.6)
     p.add_argument("--kv-cache-tokens", type=positive_int, default=None,
@@ -192,11 +197,17 @@ def report(a, env: dict, workload: dict, results: list[dict], copy_bw: float | N
         workload=workload, results=results)
 
 
-def apply_cpu_smoke_sizes(a) -> None:
-    """The tiny CPU model's sizes; a size given on the command line is replaced, and said so."""
+def resolve_sizes(a) -> None:
+    """Fill the sizes not given (None) from DEFAULT_SIZES; with --cpu-smoke, the tiny CPU model's
+    sizes replace every one, and each size given on the command line is named as replaced."""
+    if not a.cpu_smoke:
+        for k, v in DEFAULT_SIZES.items():
+            if getattr(a, k) is None:
+                setattr(a, k, v)
+        return
     replaced = [f"--{k.replace('_', '-')} {getattr(a, k)} -> {v}"
                 for k, v in CPU_SMOKE_SIZES.items()
-                if getattr(a, k) != DEFAULT_SIZES[k] and getattr(a, k) != v]
+                if getattr(a, k) is not None and getattr(a, k) != v]
     if replaced:
         print(f"--cpu-smoke uses its own sizes: {', '.join(replaced)}")
     for k, v in CPU_SMOKE_SIZES.items():
@@ -204,8 +215,7 @@ def apply_cpu_smoke_sizes(a) -> None:
 
 
 def main(a) -> int:
-    if a.cpu_smoke:
-        apply_cpu_smoke_sizes(a)
+    resolve_sizes(a)
     device = bc.device_for(a)
     model, base, tmp = bc.engine_model(a, device)
     a.lengths, a.output_len_report = draw_lengths(a)

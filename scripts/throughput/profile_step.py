@@ -23,7 +23,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from scripts import common as bc
-from scripts.arg_types import positive_int, temperature
+from scripts.arg_types import count_or_zero, positive_int, temperature
 from zipage import LLM, SamplingParams
 
 # Engine methods timed as host phases: (object path from the LLM or a module, attribute).
@@ -40,7 +40,7 @@ def add_arguments(p):
     p.add_argument("--prompt-len", type=positive_int, default=128)
     p.add_argument("--steps", type=positive_int, default=64, help="decode steps profiled")
     p.add_argument("--temperature", type=temperature, default=0.6)
-    p.add_argument("--budget", type=int, default=256, help="KV budget in tokens; 0 = Full KV")
+    p.add_argument("--budget", type=count_or_zero, default=256, help="KV budget in tokens; 0 = Full KV")
     p.add_argument("--block-size", type=positive_int, default=32)
     bc.add_scoring_arguments(p)
     p.add_argument("--kv-cache-tokens", type=positive_int, default=200000)
@@ -50,7 +50,7 @@ def add_arguments(p):
                    help="rows of the GPU kernel table")
     p.add_argument("--decode-only", action="store_true",
                    help="profile --steps steps after every prefill is done (no prefill kernels)")
-    p.add_argument("--python-profile", type=int, default=0, metavar="N",
+    p.add_argument("--python-profile", type=count_or_zero, default=0, metavar="N",
                    help="also print the N Python functions with the most own time (cProfile)")
 
 

@@ -36,7 +36,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--rows", type=positive_int, nargs="+", default=[64, 256, 512])
     ap.add_argument("--q-heads", type=positive_int, default=32)
     ap.add_argument("--kv-heads", type=positive_int, default=8)
-    ap.add_argument("--head-dim", type=int, default=128)
+    ap.add_argument("--head-dim", type=positive_int, default=128)
 
 
 def main(a) -> int:

@@ -83,6 +83,19 @@ def test_score_reports_a_missing_folder_without_a_traceback(tmp_path):
     assert "Traceback" not in p.stderr
 
 
+@pytest.mark.parametrize("option, value, says", [
+    ("--timeout", "0", "--timeout: seconds, more than 0"),  # every sample would time out: all wrong
+    ("--timeout", "nan", "--timeout: seconds, more than 0"),
+    ("--workers", "0", "--workers: 1 or more"),
+])
+def test_score_refuses_a_timeout_or_worker_count_that_cannot_score(tmp_path, option, value, says,
+                                                                   capsys):
+    from tasks.score import main
+    with pytest.raises(SystemExit) as done:
+        main([str(tmp_path), option, value])
+    assert done.value.code == 2 and says in capsys.readouterr().err
+
+
 def test_a_rejected_prompt_is_reported(tmp_path, data_dir, engine, capsys):
     from tasks.report import report
     s = runner.evaluate(config(tmp_path, data_dir, "engine=fullkv"), str(tmp_path / "run"))
