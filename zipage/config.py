@@ -118,8 +118,12 @@ class EngineConfig:
             raise ValueError("gpu_memory_utilization must be in (0, 1]")
         if self.max_num_seqs < 1:  # else the scheduler stalls with every request waiting
             raise ValueError(f"max_num_seqs must be at least 1, got {self.max_num_seqs}")
-        if self.kv_cache_tokens is not None and self.kv_cache_tokens < 0:
-            raise ValueError(f"kv_cache_tokens must not be negative, got {self.kv_cache_tokens}")
+        # 0 used to fall through to the default (a 16k-token pool even on a GPU): refused instead
+        for name in ("kv_cache_tokens", "max_model_len"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be at least 1 (leave it unset for the default), "
+                                 f"got {value}")
         if self.max_num_batched_tokens < b:
             raise ValueError("max_num_batched_tokens must be at least one block")
 

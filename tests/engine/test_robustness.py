@@ -148,7 +148,9 @@ def test_generate_rejects_what_is_not_sampling_params(llm, prompts):
 
 @pytest.mark.parametrize("option, says", [
     (dict(max_num_seqs=0), "max_num_seqs must be at least 1"),        # stalled with all waiting
-    (dict(kv_cache_tokens=-16), "kv_cache_tokens must not be negative"),  # failed in torch.zeros
+    (dict(kv_cache_tokens=-16), "kv_cache_tokens must be at least 1"),  # failed in torch.zeros
+    (dict(kv_cache_tokens=0), "kv_cache_tokens must be at least 1"),  # was silently the default
+    (dict(max_model_len=0), "max_model_len must be at least 1"),      # was silently the default
 ])
 def test_pool_and_batch_sizes_that_cannot_run_are_refused_at_once(option, says):
     from zipage.config import EngineConfig
