@@ -126,7 +126,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--full-variants", nargs="*", default=list(VARIANTS[:5]), choices=VARIANTS)
     ap.add_argument("--budget-variants", nargs="+", default=["auto", "fp8"], choices=VARIANTS,
                     help="storage variants of the budget cells; auto (their reference) first")
-    ap.add_argument("--score-from", type=count_or_zero, default=64, help="first scored position (Full KV)")
+    ap.add_argument("--score-from", type=count_or_zero, default=64,
+                    help="first scored position (Full KV)")
     ap.add_argument("--sinks", type=count_or_zero, default=4)
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--device", default="cpu")

@@ -47,7 +47,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    metavar=("TUNING", "TEST"))
     p.add_argument("--split-seed", type=int, default=31)
     p.add_argument("--tuning-share", type=open_fraction, default=1 / 3)
-    p.add_argument("--limit", type=positive_int, default=None, help="first N problems of each source")
+    p.add_argument("--limit", type=positive_int, default=None,
+                   help="first N problems of each source")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--out", required=True, help="output path without extension")
 

@@ -51,7 +51,8 @@ def add_arguments(p):
     p.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS, metavar="ENGINE/bB",
                    help=f"engine (fullkv|zipage) and block size "
                         f"(default {' '.join(DEFAULT_CONFIGS)})")
-    p.add_argument("--budget-blocks", type=positive_int, default=8, help="Zipage C: budget = C x block")
+    p.add_argument("--budget-blocks", type=positive_int, default=8,
+                   help="Zipage C: budget = C x block")
     p.add_argument("--max-num-seqs", type=positive_int, default=512, help="largest batch timed")
     p.add_argument("--rows", type=positive_int, nargs="+", default=list(DEFAULT_ROWS),
                    help="decode batch sizes of the grid (default %(default)s)")

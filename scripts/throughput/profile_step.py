@@ -40,7 +40,8 @@ def add_arguments(p):
     p.add_argument("--prompt-len", type=positive_int, default=128)
     p.add_argument("--steps", type=positive_int, default=64, help="decode steps profiled")
     p.add_argument("--temperature", type=temperature, default=0.6)
-    p.add_argument("--budget", type=count_or_zero, default=256, help="KV budget in tokens; 0 = Full KV")
+    p.add_argument("--budget", type=count_or_zero, default=256,
+                   help="KV budget in tokens; 0 = Full KV")
     p.add_argument("--block-size", type=positive_int, default=32)
     bc.add_scoring_arguments(p)
     p.add_argument("--kv-cache-tokens", type=positive_int, default=200000)
