@@ -4,23 +4,20 @@ import argparse
 import math
 
 
-def finite_number(text: str) -> float:
-    """A float that is neither inf nor nan ('inf' seconds loops forever; nan compares false)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"a finite number; got {text}")
-    return value
-
-
 def real_number(text: str) -> float:
     """A float, inf allowed (a time limit of inf means none); nan fails every bound below."""
     try:
         return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+
+
+def finite_number(text: str) -> float:
+    """A float that is neither inf nor nan ('inf' seconds loops forever; nan compares false)."""
+    value = real_number(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"a finite number; got {text}")
+    return value
 
 
 def whole_number(text: str) -> int:
