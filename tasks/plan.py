@@ -19,8 +19,9 @@ from omegaconf import OmegaConf, open_dict
 from tasks import identity as ident
 from tasks.base import Problem, Task
 from tasks.model_choice import resolve_model
-from tasks.prepare import (ConfigError, check_engine_kwargs, effective_config, engine_kwargs,
-                           load_problems, resolved_device, task_from_config, validate)
+from tasks.prepare import (ConfigError, check_engine_kwargs, check_scoring, effective_config,
+                           engine_kwargs, load_problems, resolved_device, task_from_config,
+                           validate)
 from tasks.rundir import file_sha256
 from tasks.scoring_identity import scoring_identity
 
@@ -150,4 +151,5 @@ def plan_for_folder(run_dir: str, stored_cfg, meta: dict, scoring: dict | None =
         for key, value in (scoring or {}).items():
             if value is not None:
                 cfg.scoring[key] = value
+    check_scoring(cfg.scoring)
     return make_plan(cfg, run_dir, stored=meta, device=meta.get("device") or "cpu")

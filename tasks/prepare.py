@@ -60,11 +60,20 @@ def load_problems(cfg, task):
                      hf=hf_source(cfg, task))
 
 
+def check_scoring(scoring) -> None:
+    """scoring.* values that cannot score, for a new run and for `python -m tasks.score`'s
+    overrides alike (the math grader would silently raise a 0 s timeout to 1 s)."""
+    for key, ok in [("timeout_s", scoring.timeout_s > 0), ("workers", scoring.workers >= 0)]:
+        if not ok:
+            raise ConfigError(f"scoring.{key}={scoring[key]} is out of range")
+
+
 def validate(cfg) -> None:
     """Every check that needs neither the model nor a run folder."""
     bad = unknown_keys(cfg)
     if bad:
         raise ConfigError(f"unknown key(s) {', '.join(bad)} (see tasks/config.py)")
+    check_scoring(cfg.scoring)
     e, s, b = cfg.engine, cfg.sampling, cfg.baseline
     bs = e.block_size
     if bs <= 0 or bs & (bs - 1):

@@ -69,13 +69,13 @@ def rescore(run_dir: str, workers: int | None = None, timeout: float | None = No
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run_dir")
-    ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--workers", type=int, default=None,
+                    help="scoring processes (default, or 0: the run's scoring.workers, whose 0 "
+                         "is one per CPU core)")
     ap.add_argument("--timeout", type=float, default=None, help="per-sample math-verify timeout (s)")
     a = ap.parse_args(argv)
-    if a.workers is not None and a.workers < 1:
-        ap.error(f"--workers: 1 or more; got {a.workers}")
-    if a.timeout is not None and not a.timeout > 0:  # a zero timeout would score every sample wrong
-        ap.error(f"--timeout: seconds, more than 0; got {a.timeout}")
+    if a.workers is not None and a.workers < 0:  # a pool of -1 workers raised inside scoring
+        ap.error(f"--workers: 0 or more; got {a.workers}")
     try:
         s = rescore(a.run_dir, a.workers, a.timeout)
     except (NotARunFolder, ConfigError, DataError) as e:

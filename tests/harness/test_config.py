@@ -29,6 +29,8 @@ BAD = [
      "unknown option task.options.instrction for task amc23 (did you mean 'instruction'?)"),
     (["+task.options.thinking=maybe"], "task.options.thinking"),
     (["baseline.retime=true", "engine=fullkv"], "baseline.retime=true needs a budget run"),
+    (["scoring.timeout_s=0"], "scoring.timeout_s=0"),      # the grader made it 1 s silently
+    (["scoring.workers=-1"], "scoring.workers=-1"),
 ]
 
 

@@ -83,17 +83,22 @@ def test_score_reports_a_missing_folder_without_a_traceback(tmp_path):
     assert "Traceback" not in p.stderr
 
 
-@pytest.mark.parametrize("option, value, says", [
-    ("--timeout", "0", "--timeout: seconds, more than 0"),  # every sample would time out: all wrong
-    ("--timeout", "nan", "--timeout: seconds, more than 0"),
-    ("--workers", "0", "--workers: 1 or more"),
-])
-def test_score_refuses_a_timeout_or_worker_count_that_cannot_score(tmp_path, option, value, says,
+def test_score_refuses_a_timeout_or_worker_count_that_cannot_score(tmp_path, data_dir, engine,
                                                                    capsys):
     from tasks.score import main
-    with pytest.raises(SystemExit) as done:
-        main([str(tmp_path), option, value])
-    assert done.value.code == 2 and says in capsys.readouterr().err
+    run_dir = tmp_path / "run"
+    runner.evaluate(config(tmp_path, data_dir, "engine=fullkv"), str(run_dir))
+    scores = open(run_dir / "scores.jsonl", "rb").read()
+    capsys.readouterr()
+    # the math grader raised a 0 s timeout to 1 s without a word
+    for timeout in ("0", "nan"):
+        assert main([str(run_dir), "--timeout", timeout]) == 2
+        assert "scoring.timeout_s=" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as done:   # a pool of -1 workers failed inside scoring
+        main([str(run_dir), "--workers", "-1"])
+    assert done.value.code == 2 and "--workers: 0 or more" in capsys.readouterr().err
+    assert open(run_dir / "scores.jsonl", "rb").read() == scores  # nothing rescored
+    assert main([str(run_dir), "--workers", "0"]) == 0   # 0: the run's scoring.workers
 
 
 def test_a_rejected_prompt_is_reported(tmp_path, data_dir, engine, capsys):
