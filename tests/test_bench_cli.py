@@ -125,7 +125,7 @@ def test_throughput_cpu_smoke_matches_transformers(tmp_path):
     (["simulate", "--num-requests", "1e3"], "not a whole number"),
     (["calibrate", "--rows", "0", "8"], "1 or more"),
     (["calibrate", "--warmup", "-1"], "0 or more"),
-    (["agreement", "--skip-problems", "-3"], "0 or more"),      # sliced the last 3 problems
+    (["agreement", "--skip-problems", "-3"], "0 or more"),      # was refused after loading data
     (["agreement", "--window", "0"], "1 or more"),
     (["long-generations", "--out", "x", "--limit", "-1"], "1 or more"),  # dropped the last one
     (["long-generations", "--out", "x", "--tuning-share", "1"], "a fraction in (0, 1)"),
@@ -142,10 +142,10 @@ def test_seconds_and_fractions_out_of_range_exit_2_with_the_reason(argv, says, c
 
 
 def test_seconds_and_fractions_in_range_are_kept():
-    from scripts.arg_types import fraction_below_one, positive_seconds, seconds_or_zero
+    from scripts.arg_types import (fraction_below_one, open_fraction, positive_seconds,
+                                   seconds_or_zero, time_limit)
     assert seconds_or_zero("0") == 0.0 and positive_seconds("0.25") == 0.25
     assert fraction_below_one("0.02") == 0.02 and fraction_below_one("0") == 0.0
-    from scripts.arg_types import open_fraction, time_limit
     assert time_limit("inf") == float("inf") and time_limit("400") == 400.0
     assert open_fraction("0.33") == 0.33
 
