@@ -183,6 +183,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="default: <results>/reports")
     ap.add_argument("--no-plots", action="store_true")
     a = ap.parse_args(argv)
+    if not Path(a.results).is_dir():
+        print(f"{a.results} is not a folder (give the folder of runs, e.g. results/multirun)",
+              file=sys.stderr)
+        return 2
     df = load_runs(a.results)
     if df.empty:
         print(f"no run summaries under {a.results}", file=sys.stderr)

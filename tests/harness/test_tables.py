@@ -151,6 +151,12 @@ def test_no_runs_is_an_error(tmp_path, capsys):
     assert "no run summaries under" in capsys.readouterr().err
 
 
+def test_a_missing_folder_is_named_as_missing(tmp_path, capsys):
+    assert tables.main([str(tmp_path / "multirn"), "--out", str(tmp_path / "out")]) == 2
+    assert "multirn is not a folder" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_pareto_front_keeps_the_undominated_points():
     from tasks.tables_plots import pareto_front
     pts = pd.DataFrame({"output_tokens_per_s": [100, 200, 300, 250, 400],
