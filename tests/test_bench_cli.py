@@ -154,8 +154,8 @@ def test_cpu_smoke_says_which_sizes_it_replaces(capsys):
     """`long --cpu-smoke --num-requests 8` ran 4 requests without a word; so did an explicit
     `--num-requests 128`, the option's default."""
     import argparse
-    from scripts.throughput.long import (CPU_SMOKE_SIZES, DEFAULT_SIZES, add_arguments,
-                                         resolve_sizes)
+    from scripts.throughput.long import add_arguments
+    from scripts.throughput.long_workload import CPU_SMOKE_SIZES, DEFAULT_SIZES, resolve_sizes
     p = argparse.ArgumentParser()
     add_arguments(p)
     asked = p.parse_args(["--cpu-smoke", "--num-requests", "8", "--budget", "32",
