@@ -38,18 +38,63 @@ def run_record(plan, identity: dict, prompt_hashes: dict[str, str]) -> dict:
 def run_lock(run_dir: str):
     """Exclusive lock on a run folder while samples are generated: two jobs never append to
     one samples file (a budget sweep's jobs share one Full-KV baseline). A second job waits,
-    then finds the work done. Scoring needs no lock: it never writes samples.jsonl."""
-    os.makedirs(run_dir, exist_ok=True)
-    with open(os.path.join(run_dir, ".lock"), "w") as f:
+    then finds the work done. Scoring needs no lock: it never writes samples.jsonl. A job
+    that fails before writing anything (a model that does not load, Ctrl-C while loading)
+    removes the folders it made, so no empty run folder is left behind."""
+    lock_path = os.path.join(run_dir, ".lock")
+    while True:
+        made = _first_missing(run_dir)
+        os.makedirs(run_dir, exist_ok=True)
+        try:
+            f = open(lock_path, "a")
+        except FileNotFoundError:  # a failed job removed the folder just now
+            continue
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             print(f"waiting for another job generating {run_dir}", flush=True)
             fcntl.flock(f, fcntl.LOCK_EX)
+        if _same_file(f, lock_path):
+            break
+        f.close()  # the job we waited for failed and removed the folder: make it again
+    try:
+        yield
+    except BaseException:
+        if made and os.listdir(run_dir) == [".lock"]:
+            _remove_made(run_dir, made)
+        raise
+    finally:
+        fcntl.flock(f, fcntl.LOCK_UN)
+        f.close()
+
+
+def _first_missing(path: str) -> str | None:
+    """The outermost folder of `path` that does not exist yet (None: it all exists)."""
+    path, top = os.path.abspath(path), None
+    while not os.path.exists(path):
+        path, top = os.path.dirname(path), path
+    return top
+
+
+def _same_file(f, path: str) -> bool:
+    try:
+        return os.fstat(f.fileno()).st_ino == os.stat(path).st_ino
+    except FileNotFoundError:
+        return False
+
+
+def _remove_made(run_dir: str, top: str) -> None:
+    """Remove the run folder's lock, then each empty folder from it up to `top`."""
+    os.remove(os.path.join(run_dir, ".lock"))
+    path, top = os.path.abspath(run_dir), os.path.abspath(top)
+    while True:
         try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+            os.rmdir(path)
+        except OSError:  # not empty: another run's folder lives there now
+            return
+        if path == top:
+            return
+        path = os.path.dirname(path)
 
 
 def check_folder(run_dir: str, new: dict, parts=tuple(ident.WHAT)) -> None:
