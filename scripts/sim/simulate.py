@@ -9,8 +9,8 @@ own Scheduler and BlockManager drive a SimRunner that advances a virtual clock.
     python -m scripts.bench simulate --kv-cache-dtype fp8 --decode-speedup 1.15   # a what-if
 
 The cost model comes from --cost (a `bench calibrate` file; default: the one file
-results/bench/step_cost_*_<model>.json) or --fixed-cost (stated coefficients, no
-measurement: the numbers are then no prediction). Pool: --kv-cache-tokens, or the whole
+results/bench/step_cost_*_<model>.json, or the H200's where several cards are calibrated) or
+--fixed-cost (stated coefficients, no measurement: the numbers are then no prediction). Pool: --kv-cache-tokens, or the whole
 device (--gpu-memory-gib; default the calibrated GPU) sized by the engine's own memory
 arithmetic with the calibrated non-KV bytes. --decode-speedup (and --decode-programs-per-sm)
 change the calibrated decode cost of the simulated KV dtype: what a faster decode kernel
@@ -30,6 +30,7 @@ from zipage.sim.validate import load_report, mark_samples, markdown_table, predi
     trace_breakdown, describe_lengths
 
 ENGINE_KEYS = {"full": "fullkv", "zipage": "zipage"}
+REFERENCE_GPU = "h200"  # the card the project's claims are measured on
 
 
 def add_arguments(p):
@@ -88,19 +89,29 @@ def add_arguments(p):
                    help="what-if, with --decode-speedup: N decode programs resident per SM")
 
 
+def default_calibration(model: str, folder: str = "results/bench") -> tuple[str, list[str]]:
+    """(the calibration simulate uses without --cost, the other ones for `model`): the only
+    step_cost_*_<model>.json in `folder`, else the reference card's (REFERENCE_GPU)."""
+    paths = sorted(glob.glob(f"{folder}/step_cost_*_{model}.json"))
+    reference = f"{folder}/step_cost_{REFERENCE_GPU}_{model}.json"
+    chosen = paths[0] if len(paths) == 1 else reference if reference in paths else None
+    if chosen is None:
+        raise SystemExit(f"no single calibration for {model} ({paths or 'none found'}): run "
+                         f"`python -m scripts.bench calibrate` on the GPU, pass --cost, or "
+                         f"--fixed-cost for an uncalibrated run")
+    return chosen, [p for p in paths if p != chosen]
+
+
 def calibration(a) -> Calibration | None:
     if a.fixed_cost:
         if a.decode_speedup is not None or a.decode_programs_per_sm is not None:
             raise SystemExit("--decode-speedup needs a calibration, not --fixed-cost")
         print("== FIXED COST MODEL (not measured): these numbers are not predictions")
         return None
-    paths = [a.cost] if a.cost else sorted(glob.glob(f"results/bench/step_cost_*_{a.model}.json"))
-    if len(paths) != 1:
-        raise SystemExit(f"no single calibration for {a.model} ({paths or 'none found'}): run "
-                         f"`python -m scripts.bench calibrate` on the GPU, pass --cost, or "
-                         f"--fixed-cost for an uncalibrated run")
-    cal = Calibration(paths[0])
-    print(f"== cost model: {cal.path} ({cal.gpu}, {cal.model})")
+    path, others = (a.cost, []) if a.cost else default_calibration(a.model)
+    cal = Calibration(path)
+    also = f"; also calibrated: {', '.join(others)} (--cost picks one)" if others else ""
+    print(f"== cost model: {cal.path} ({cal.gpu}, {cal.model}){also}")
     if a.decode_programs_per_sm is not None and a.decode_speedup is None:
         raise SystemExit("--decode-programs-per-sm is a what-if of --decode-speedup: give both")
     if a.decode_speedup is not None:

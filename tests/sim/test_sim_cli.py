@@ -186,3 +186,25 @@ def test_parallel_jobs_come_back_in_job_order_and_each_is_logged(monkeypatch):
     assert [r["output_tokens_per_s"] for r in results] == [6.0, 1.0, 3.0]
     assert [line.split("] ")[0].strip() for line in lines] == ["[1/3", "[2/3", "[3/3"]
     assert lines[0].startswith("  [1/3] job n=1:")
+
+
+def test_without_cost_the_h200_calibration_is_used_and_the_others_named(tmp_path):
+    from scripts.sim.simulate import default_calibration
+    for card in ("h100", "h200"):
+        (tmp_path / f"step_cost_{card}_qwen3-8b.json").write_text("{}")
+    chosen, others = default_calibration("qwen3-8b", str(tmp_path))
+    assert chosen == f"{tmp_path}/step_cost_h200_qwen3-8b.json"
+    assert others == [f"{tmp_path}/step_cost_h100_qwen3-8b.json"]
+    (tmp_path / "step_cost_a100_smollm2.json").write_text("{}")
+    assert default_calibration("smollm2", str(tmp_path)) == (
+        f"{tmp_path}/step_cost_a100_smollm2.json", [])
+
+
+def test_several_calibrations_without_the_h200_one_are_refused(tmp_path):
+    from scripts.sim.simulate import default_calibration
+    for card in ("h100", "a100"):
+        (tmp_path / f"step_cost_{card}_qwen3-8b.json").write_text("{}")
+    with pytest.raises(SystemExit, match="no single calibration for qwen3-8b"):
+        default_calibration("qwen3-8b", str(tmp_path))
+    with pytest.raises(SystemExit, match="none found"):
+        default_calibration("llama", str(tmp_path))
