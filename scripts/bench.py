@@ -7,6 +7,7 @@ optional dependency of one benchmark does not break the others. Adding a subcomm
 line in SUBCOMMANDS.
 """
 import argparse
+import difflib
 import importlib
 import sys
 
@@ -93,10 +94,25 @@ def resolve_aliases(argv: list[str]) -> list[str]:
     return argv
 
 
+def refuse_unknown(parser: argparse.ArgumentParser, name: str, unknown: list[str]) -> None:
+    """Exit 2 naming each unknown option of subcommand `name`, with the closest known one."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    known = [o for a in sub.choices[name]._actions for o in a.option_strings]
+    words = []
+    for word in unknown:
+        close = difflib.get_close_matches(word.split("=")[0], known, n=1)
+        words.append(f"{word} (did you mean {close[0]}?)" if close and word.startswith("-")
+                     else word)
+    sub.choices[name].error(f"unrecognized arguments: {' '.join(words)}")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = resolve_aliases(sys.argv[1:] if argv is None else list(argv))
     chosen = next((a for a in argv if not a.startswith("-")), None)
-    args = build_parser(chosen if chosen in SUBCOMMANDS else None).parse_args(argv)
+    parser = build_parser(chosen if chosen in SUBCOMMANDS else None)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        refuse_unknown(parser, args.subcommand, unknown)
     return load(args.subcommand).main(args) or 0
 
 

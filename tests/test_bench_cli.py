@@ -170,3 +170,16 @@ def test_cpu_smoke_says_which_sizes_it_replaces(capsys):
     plain = p.parse_args(["--budget", "1024"])
     resolve_sizes(plain)
     assert {k: getattr(plain, k) for k in DEFAULT_SIZES} == dict(DEFAULT_SIZES, budget=1024)
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["long", "--num-request", "5"], "--num-request (did you mean --num-requests?) 5"),
+    (["simulate", "--cots=x.json"], "--cots=x.json (did you mean --cost?)"),
+    (["long", "--zzz"], "unrecognized arguments: --zzz"),
+])
+def test_a_misspelled_option_exits_2_naming_the_closest_one(argv, says, capsys):
+    with pytest.raises(SystemExit) as done:
+        bench.main(argv)
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and says in err
+    assert f"python -m scripts.bench {argv[0]}: error" in err  # the subcommand's usage
