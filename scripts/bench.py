@@ -7,9 +7,10 @@ optional dependency of one benchmark does not break the others. Adding a subcomm
 line in SUBCOMMANDS.
 """
 import argparse
-import difflib
 import importlib
 import sys
+
+from tasks.cli_parser import known_options, with_closest
 
 # name -> (module, one-line description), grouped by concern (the package of the module)
 SUBCOMMANDS = {
@@ -97,13 +98,8 @@ def resolve_aliases(argv: list[str]) -> list[str]:
 def refuse_unknown(parser: argparse.ArgumentParser, name: str, unknown: list[str]) -> None:
     """Exit 2 naming each unknown option of subcommand `name`, with the closest known one."""
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    known = [o for a in sub.choices[name]._actions for o in a.option_strings]
-    words = []
-    for word in unknown:
-        close = difflib.get_close_matches(word.split("=")[0], known, n=1)
-        words.append(f"{word} (did you mean {close[0]}?)" if close and word.startswith("-")
-                     else word)
-    sub.choices[name].error(f"unrecognized arguments: {' '.join(words)}")
+    chosen = sub.choices[name]
+    chosen.error(f"unrecognized arguments: {with_closest(unknown, known_options(chosen))}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,13 +13,13 @@ is scored again first if its summary was made under another scoring identity.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
 from omegaconf import OmegaConf
 
 from tasks.base import DataError
+from tasks.cli_parser import Parser
 from tasks.identity import read_meta
 from tasks.plan import plan_for_folder
 from tasks.prepare import ConfigError
@@ -67,7 +67,7 @@ def rescore(run_dir: str, workers: int | None = None, timeout: float | None = No
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("run_dir")
     ap.add_argument("--workers", type=int, default=None,
                     help="scoring processes (default, or 0: the run's scoring.workers, whose 0 "

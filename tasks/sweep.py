@@ -14,13 +14,14 @@ at once. Results land where `run.py -m` puts them: `python -m tasks.tables resul
 """
 from __future__ import annotations
 
-import argparse
 import copy
 import itertools
 import os
 import sys
 
 import submitit
+
+from tasks.cli_parser import Parser
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAUNCHER = ("hydra/launcher", "hydra.launcher")
@@ -130,7 +131,7 @@ def submit(executor, jobs: list[list[str]], app: str) -> list:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("overrides", nargs="*", help="run.py multirun overrides")
     ap.add_argument("--dry-run", action="store_true", help="print the two stages, submit nothing")
     ap.add_argument("--app", default=os.path.join(ROOT, "run.py"), help="the Hydra app each job runs")

@@ -16,7 +16,6 @@ and accuracy by output length.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -24,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import OmegaConf
 
+from tasks.cli_parser import Parser
 from tasks.tables_answers import answer_fields
 from tasks.tables_format import METHOD, SETTING, method_label
 
@@ -177,7 +177,7 @@ def write_reports(df: pd.DataFrame, out: Path, plots: bool = True) -> list[Path]
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("results", nargs="?", default="results",
                     help="a folder of runs, e.g. results/multirun (default: results)")
     ap.add_argument("--out", default=None, help="default: <results>/reports")
