@@ -10,11 +10,12 @@ own Scheduler and BlockManager drive a SimRunner that advances a virtual clock.
 
 The cost model comes from --cost (a `bench calibrate` file; default: the one file
 results/bench/step_cost_*_<model>.json, or the H200's where several cards are calibrated) or
---fixed-cost (stated coefficients, no measurement: the numbers are then no prediction). Pool: --kv-cache-tokens, or the whole
-device (--gpu-memory-gib; default the calibrated GPU) sized by the engine's own memory
-arithmetic with the calibrated non-KV bytes. --decode-speedup (and --decode-programs-per-sm)
-change the calibrated decode cost of the simulated KV dtype: what a faster decode kernel
-would give, labelled WHAT-IF in the table and the JSON, never a prediction.
+--fixed-cost (stated coefficients, no measurement: the numbers are then no prediction).
+Pool: --kv-cache-tokens, or the whole device (--gpu-memory-gib; default the calibrated GPU)
+sized by the engine's own memory arithmetic with the calibrated non-KV bytes.
+--decode-speedup (and --decode-programs-per-sm) change the calibrated decode cost of the
+simulated KV dtype: what a faster decode kernel would give, labelled WHAT-IF in the table
+and the JSON, never a prediction.
 """
 import glob
 
