@@ -97,7 +97,7 @@ class CpuCfg:
 @dataclass
 class ScoringCfg:
     workers: int = 0                     # 0 = one per CPU core
-    timeout_s: float = 5.0               # math-verify parse/verify timeout per sample
+    timeout_s: float = 5.0               # math-verify timeout per sample, whole seconds
     penalize_truncated: bool = True      # outputs cut at max_tokens count as wrong
 
 

@@ -62,10 +62,14 @@ def load_problems(cfg, task):
 
 def check_scoring(scoring) -> None:
     """scoring.* values that cannot score, for a new run and for `python -m tasks.score`'s
-    overrides alike (the math grader would silently raise a 0 s timeout to 1 s)."""
-    for key, ok in [("timeout_s", scoring.timeout_s > 0), ("workers", scoring.workers >= 0)]:
-        if not ok:
-            raise ConfigError(f"scoring.{key}={scoring[key]} is out of range")
+    overrides alike. math-verify times out through signal.alarm, which counts whole seconds:
+    the grader would silently turn 0 or 0.5 into 1 s and 2.5 into 2 s."""
+    t = scoring.timeout_s
+    if not (t >= 1 and float(t).is_integer()):
+        raise ConfigError(f"scoring.timeout_s={t} must be a whole number of seconds, at least 1 "
+                          "(math-verify's time limits are whole seconds)")
+    if scoring.workers < 0:
+        raise ConfigError(f"scoring.workers={scoring.workers} is out of range")
 
 
 def validate(cfg) -> None:

@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=None,
                     help="scoring processes (default, or 0: the run's scoring.workers, whose 0 "
                          "is one per CPU core)")
-    ap.add_argument("--timeout", type=float, default=None, help="per-sample math-verify timeout (s)")
+    ap.add_argument("--timeout", type=float, default=None,
+                    help="per-sample math-verify timeout, in whole seconds")
     a = ap.parse_args(argv)
     if a.workers is not None and a.workers < 0:  # a pool of -1 workers raised inside scoring
         ap.error(f"--workers: 0 or more; got {a.workers}")

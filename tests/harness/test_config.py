@@ -30,6 +30,8 @@ BAD = [
     (["+task.options.thinking=maybe"], "task.options.thinking"),
     (["baseline.retime=true", "engine=fullkv"], "baseline.retime=true needs a budget run"),
     (["scoring.timeout_s=0"], "scoring.timeout_s=0"),      # the grader made it 1 s silently
+    (["scoring.timeout_s=0.5"], "whole number of seconds"),  # signal.alarm counts whole seconds
+    (["scoring.timeout_s=2.5"], "scoring.timeout_s=2.5"),
     (["scoring.workers=-1"], "scoring.workers=-1"),
 ]
 

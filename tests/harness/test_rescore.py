@@ -91,7 +91,7 @@ def test_score_refuses_a_timeout_or_worker_count_that_cannot_score(tmp_path, dat
     scores = open(run_dir / "scores.jsonl", "rb").read()
     capsys.readouterr()
     # the math grader raised a 0 s timeout to 1 s without a word
-    for timeout in ("0", "nan"):
+    for timeout in ("0", "nan", "1.5"):
         assert main([str(run_dir), "--timeout", timeout]) == 2
         assert "scoring.timeout_s=" in capsys.readouterr().err
     with pytest.raises(SystemExit) as done:   # a pool of -1 workers failed inside scoring
