@@ -6,11 +6,14 @@ import difflib
 
 def with_closest(words: list[str], known: list[str]) -> str:
     """`words` joined, each unknown option followed by the closest of `known`, if any."""
+    # Names compare without their dashes, which would otherwise match any two long options
+    # (--bogus looked like --out).
+    by_name = {option.lstrip("-"): option for option in known}
     out = []
     for word in words:
-        close = (difflib.get_close_matches(word.split("=")[0], known, n=1)
+        close = (difflib.get_close_matches(word.split("=")[0].lstrip("-"), list(by_name), n=1)
                  if word.startswith("-") else [])
-        out.append(f"{word} (did you mean {close[0]}?)" if close else word)
+        out.append(f"{word} (did you mean {by_name[close[0]]}?)" if close else word)
     return " ".join(out)
 
 

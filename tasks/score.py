@@ -67,7 +67,7 @@ def rescore(run_dir: str, workers: int | None = None, timeout: float | None = No
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = Parser(description=__doc__.splitlines()[0])
+    ap = Parser(prog="python -m tasks.score", description=__doc__.splitlines()[0])
     ap.add_argument("run_dir")
     ap.add_argument("--workers", type=int, default=None,
                     help="scoring processes (default, or 0: the run's scoring.workers, whose 0 "

@@ -131,7 +131,7 @@ def submit(executor, jobs: list[list[str]], app: str) -> list:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = Parser(description=__doc__.splitlines()[0])
+    ap = Parser(prog="python -m tasks.sweep", description=__doc__.splitlines()[0])
     ap.add_argument("overrides", nargs="*", help="run.py multirun overrides")
     ap.add_argument("--dry-run", action="store_true", help="print the two stages, submit nothing")
     ap.add_argument("--app", default=os.path.join(ROOT, "run.py"), help="the Hydra app each job runs")

@@ -177,7 +177,7 @@ def write_reports(df: pd.DataFrame, out: Path, plots: bool = True) -> list[Path]
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = Parser(description=__doc__.splitlines()[0])
+    ap = Parser(prog="python -m tasks.tables", description=__doc__.splitlines()[0])
     ap.add_argument("results", nargs="?", default="results",
                     help="a folder of runs, e.g. results/multirun (default: results)")
     ap.add_argument("--out", default=None, help="default: <results>/reports")
