@@ -98,13 +98,21 @@ def retime_sample(num_problems: int, k: int) -> list[int]:
     return sorted({round(i * num_problems / k) for i in range(k)})
 
 
+def unused_budget_note(cfg, stated) -> tuple[str, ...]:
+    """`budget=` given to an engine that keeps every token: say so rather than drop it."""
+    if "budget" not in set(stated or ()) or cfg.engine.budget is not None or cfg.budget is None:
+        return ()
+    return (f"note: budget={cfg.budget} does not apply to engine={cfg.engine.name}, which keeps "
+            f"every token (one run folder serves every budget)",)
+
+
 def evaluate(cfg, run_dir: str | None = None, runs_root: str | None = None,
              stated=None) -> dict:
     """One job, by its plan (tasks/plan.py). `run_dir` None: <runs_root>/<task>/<model>/<what
     ran>; `runs_root` None: results_dir (a multirun job passes its sweep folder); `stated`:
     the keys the command line set."""
     plan = make_plan(cfg, run_dir, runs_root, stated=stated)
-    for note in plan.clamps + plan.notes:
+    for note in plan.clamps + plan.notes + unused_budget_note(plan.cfg, stated):
         print(note, file=sys.stderr if note.startswith("warning") else sys.stdout, flush=True)
     sibling = sibling_note(plan)
     if sibling:
