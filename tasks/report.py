@@ -1,7 +1,8 @@
 """The short human-readable summary printed at the end of a run."""
 from __future__ import annotations
 
-from tasks.report_answers import agreement_line, equivalence_notes, length_lines, maj_lines
+from tasks.report_answers import (agreement_line, equivalence_notes, label_width, length_lines,
+                                  maj_lines, run_label)
 
 
 def _f(x, fmt: str, unit: str = "") -> str:
@@ -10,7 +11,7 @@ def _f(x, fmt: str, unit: str = "") -> str:
 
 def report(s: dict) -> str:
     b = s.get("baseline") or {}
-    label = "Zipage" if s.get("budget") is not None else "Full KV"
+    label, w = run_label(s), label_width(s)
     budget = f" budget={s['budget']}" if s.get("budget") is not None else ""
     lines = [
         f"{s['task']} | {s['model']} | {s['engine']}{budget} block={s['block_size']} | "
@@ -18,14 +19,14 @@ def report(s: dict) -> str:
         f"problems {s['num_problems']}/{s['num_problems_expected']}, samples "
         f"{s['num_samples']}/{s['num_samples_expected']}"
         + ("" if s.get("complete") else "  (PARTIAL: rerun the same command to resume)"),
-        f"{'':8} {'pass@1':>16} {'out tok/s':>10} {'gen time s':>11} {'mean len':>9} {'trunc':>6}",
-        f"{label:8} {_f(s['pass@1'], '.4f'):>7} ± {_f(s['pass@1_stderr'], '.4f'):<6} "
+        f"{'':{w}} {'pass@1':>16} {'out tok/s':>10} {'gen time s':>11} {'mean len':>9} {'trunc':>6}",
+        f"{label:{w}} {_f(s['pass@1'], '.4f'):>7} ± {_f(s['pass@1_stderr'], '.4f'):<6} "
         f"{_f(s['output_tokens_per_s'], '.1f'):>10} {_f(s['time_to_finish_s'], '.1f'):>11} "
         f"{_f(s['mean_output_tokens'], '.1f'):>9} {_f(s['truncation_rate'], '.0%'):>6}",
     ]
     if s.get("budget") is not None:
         lines.append(
-            f"{'Full KV':8} {_f(b.get('pass@1'), '.4f'):>7} ± {_f(b.get('pass@1_stderr'), '.4f'):<6} "
+            f"{'Full KV':{w}} {_f(b.get('pass@1'), '.4f'):>7} ± {_f(b.get('pass@1_stderr'), '.4f'):<6} "
             f"{_f(b.get('output_tokens_per_s'), '.1f'):>10} {_f(b.get('time_to_finish_s'), '.1f'):>11} "
             f"{_f(b.get('mean_output_tokens'), '.1f'):>9} {_f(b.get('truncation_rate'), '.0%'):>6}")
         if b.get("status"):

@@ -3,21 +3,35 @@ standard error, the agreement with Full KV (next to accuracy retained) and accur
 length, each for the run and, for a compressed run, its Full-KV baseline."""
 from __future__ import annotations
 
-LABEL = 8  # the width of the row labels ("Zipage", "Full KV"), as in the pass@1 table
+LABEL = 8  # the least width of the row labels ("Zipage", "Full KV"), as in the pass@1 table
+PUBLISHED_ZIPAGE = ("zipage", "zipage_paper")  # engine names of the published Zipage score
+
+
+def run_label(s: dict) -> str:
+    """The run's row label: "Full KV", "Zipage" for the published score, else the engine's
+    name (engine=snapkv is labelled snapkv, not Zipage)."""
+    if s.get("budget") is None:
+        return "Full KV"
+    return "Zipage" if s.get("engine") in PUBLISHED_ZIPAGE else str(s.get("engine"))
+
+
+def label_width(s: dict) -> int:
+    return max(LABEL, len(run_label(s)))
 
 
 def _rows(s: dict) -> list[tuple[str, dict]]:
     """(label, the numbers) of the run, then its baseline's (compressed runs only)."""
     if s.get("budget") is None:
         return [("Full KV", s)]
-    return [("Zipage", s), ("Full KV", s.get("baseline") or {})]
+    return [(run_label(s), s), ("Full KV", s.get("baseline") or {})]
 
 
 def _table(title: str, heads: list[str], rows: list[tuple[str, list[str]]]) -> list[str]:
     width = max([len(h) for h in heads] + [len(c) for _, cells in rows for c in cells])
-    out = [f"{title:{LABEL}} " + "  ".join(f"{h:>{width}}" for h in heads)]
-    return out + [f"{label:{LABEL}} " + "  ".join(f"{c:>{width}}" for c in cells)
-                  for label, cells in rows]
+    label = max([LABEL] + [len(name) for name, _ in rows])
+    out = [f"{title:{label}} " + "  ".join(f"{h:>{width}}" for h in heads)]
+    return out + [f"{name:{label}} " + "  ".join(f"{c:>{width}}" for c in cells)
+                  for name, cells in rows]
 
 
 def maj_lines(s: dict) -> list[str]:

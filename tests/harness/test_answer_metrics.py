@@ -179,3 +179,24 @@ def test_the_full_kv_row_shows_its_own_truncation_rate(tmp_path, data_dir, engin
     assert base is not None and 0 < s["truncation_rate"] < 1
     assert rows["Zipage"].split()[-1] == f"{s['truncation_rate']:.0%}"
     assert rows["Full KV"].split()[-1] == f"{base:.0%}"
+
+
+@pytest.mark.parametrize("choice, label", [("engine=snapkv", "snapkv"),
+                                           ("engine=zipage_attn_recent", "zipage_attn_recent"),
+                                           ("engine=zipage", "Zipage")])
+def test_the_report_labels_the_run_with_its_engine(tmp_path, data_dir, engine, choice, label):
+    """A comparison method's rows are labelled with its name, not as Zipage; a long name
+    widens the label column of every table, so the columns stay aligned."""
+    s = runner.evaluate(config(tmp_path, data_dir, choice, "budget=512"), str(tmp_path / "run"))
+    lines = report(s).splitlines()
+    run_rows = [line for line in lines if line.startswith(label + " ")]
+    base_rows = [line for line in lines if line.startswith("Full KV ") and ":" not in line]
+    assert len(run_rows) == len(base_rows) == 3  # pass@1, maj@k, accuracy by length
+    assert label == "Zipage" or not any(line.startswith("Zipage") for line in lines)
+    width = max(8, len(label)) + 1
+
+    def first_value(line: str) -> int:
+        return width + len(line[width:]) - len(line[width:].lstrip())
+    for mine, base in zip(run_rows, base_rows):
+        assert mine[:width].rstrip() == label and base[:width].rstrip() == "Full KV"
+        assert first_value(mine) == first_value(base)
