@@ -96,6 +96,22 @@ def plan(overrides: list[str]) -> tuple[list[list[str]], list[list[str]]]:
     return stage1, stage2
 
 
+def checked_plan(overrides: list[str]):
+    """(stage 1, stage 2, the first job's config: its launcher settings); ValueError naming
+    the fix for an override or a job config run.py would refuse."""
+    from hydra.errors import HydraException
+    from tasks.overrides import check_overrides
+    from tasks.prepare import ConfigError
+    error = check_overrides(overrides)
+    if error:
+        raise ValueError(error)
+    try:
+        stage1, stage2 = plan(overrides)
+        return stage1, stage2, compose(expand(overrides)[0])
+    except (ConfigError, HydraException) as e:
+        raise ValueError(str(e).splitlines()[0]) from None
+
+
 def executor_for(cfg, folder: str):
     """A submitit executor with the resources of `hydra.launcher` (the plugin's key names)."""
     from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
@@ -139,8 +155,11 @@ def main(argv: list[str] | None = None) -> int:
     overrides = a.overrides
     if not any(_key(o) == "hydra/launcher" for o in overrides):
         overrides = ["hydra/launcher=slurm", *overrides]
-    stage1, stage2 = plan(overrides)
-    cfg = compose(expand(overrides)[0])  # the launcher settings (hydra.launcher)
+    try:
+        stage1, stage2, cfg = checked_plan(overrides)
+    except ValueError as e:  # what run.py would refuse: one line, nothing submitted
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     sweep_dir = os.path.abspath(cfg.hydra.sweep.dir)
     print(f"stage 1: {len(stage1)} baseline job(s); stage 2: {len(stage2)} job(s); "
           f"results under {sweep_dir}")

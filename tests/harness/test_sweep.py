@@ -130,3 +130,17 @@ def test_local_two_stage_sweep_generates_each_baseline_once(tmp_path, data, monk
     results = tmp_path / "results"
     check_one_baseline_per_task(results, 4)
     assert job_logs(results).count("reusing cached baseline") == 4  # every stage-2 job
+
+
+@pytest.mark.parametrize("override, message", [
+    ("engine=zipage,fullx", "unknown engine 'fullx' (did you mean 'fullkv'?)"),
+    ("budgt=512", "unknown key 'budgt' (did you mean 'budget'?)"),
+    ("budget=100", "budget=100 must be a positive multiple of engine.block_size=256"),
+    ("hydra.launcher.bogus=3", "Could not override 'hydra.launcher.bogus'.")])
+def test_a_sweep_run_py_would_refuse_is_refused_in_one_line(tmp_path, capsys, override, message):
+    """As run.py does: one line naming the fix, exit 2, nothing submitted; no traceback."""
+    argv = ["--dry-run", "task=gsm8k", "budget=512", f"results_dir={tmp_path}", override]
+    assert sweep.main(argv) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith("error: ") and err.count("\n") == 1 and message in err
+    assert "stage" not in out and not (tmp_path / "multirun").exists()
