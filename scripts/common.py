@@ -72,6 +72,16 @@ def scoring(args, **overrides) -> CompressionConfig:
     return SCORING[args.scoring](**overrides)
 
 
+def check_engine_options(model: str, opts: dict, engine: str) -> dict:
+    """`opts` if the engine accepts them; else exit naming the engine, before any model loads
+    (a run of several engines would otherwise fail only after the ones before it ran)."""
+    try:
+        EngineConfig.from_kwargs(model, **opts)
+    except (TypeError, ValueError) as e:
+        raise SystemExit(f"error: engine {engine}: {e}") from None
+    return opts
+
+
 def device_for(args) -> torch.device:
     if getattr(args, "cpu_smoke", False) or not torch.cuda.is_available():
         return torch.device("cpu")

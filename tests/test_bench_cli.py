@@ -183,3 +183,22 @@ def test_a_misspelled_option_exits_2_naming_the_closest_one(argv, says, capsys):
     err = capsys.readouterr().err
     assert done.value.code == 2 and says in err
     assert f"python -m scripts.bench {argv[0]}: error" in err  # the subcommand's usage
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["long", "--budget", "100"],
+     "engine zipage: budget must be a positive multiple of block_size (256), got 100"),
+    (["long", "--engines", "full", "snapkv", "--budget", "16", "--block-size", "16"],
+     "engine snapkv: observation_window 32 + num_sink_tokens 0 exceed the budget 16: raise "
+     "the budget"),
+    (["long", "--engines", "full", "--block-size", "24"],
+     "engine full: block_size must be a power of two >= 16, got 24"),
+    (["simulate", "--budget", "100", "--num-requests", "4", "--output-len", "512"],
+     "engine zipage: budget must be a positive multiple of block_size (256), got 100"),
+])
+def test_engine_options_the_engine_refuses_fail_before_any_engine_runs(argv, says):
+    """`long --budget 100` ran Full KV (minutes on a GPU) before the Zipage engine refused the
+    budget with a traceback; `simulate` ran its Full KV simulation first in the same way."""
+    r = run_cli(*argv)
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [f"error: {says}"]
+    assert "== environment" not in r.stdout and "tok/s" not in r.stdout  # nothing ran

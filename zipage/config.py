@@ -89,8 +89,8 @@ class EngineConfig:
             sinks = self.compression.num_sink_tokens
             if self.observation_window + sinks > self.budget:
                 raise ValueError(f"observation_window {self.observation_window} + num_sink_tokens "
-                                 f"{sinks} exceed the budget {self.budget}: raise the budget or "
-                                 "pass num_sink_tokens=0")
+                                 f"{sinks} exceed the budget {self.budget}: raise the budget"
+                                 + (" or pass num_sink_tokens=0" if sinks else ""))
             recent = self.compression.forced_recent(self.budget)
             if recent + sinks > self.budget:
                 raise ValueError(f"the {recent} recent tokens (recent_ratio "

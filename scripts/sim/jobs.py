@@ -45,7 +45,8 @@ def job(a, cal, engine, requests, budget=None, gpu_gib=None, label="", kv_dtype=
         cost = cost_for(cal)(engine, a.block_size, kv_dtype)
     except ValueError as e:  # no config of this engine and KV dtype
         raise SystemExit(str(e)) from None
-    return dict(label=label, model=a.model, options=options(a, engine, budget, kv_dtype),
+    opts = bc.check_engine_options(a.model, options(a, engine, budget, kv_dtype), engine)
+    return dict(label=label, model=a.model, options=opts,
                 requests=requests, cost=cost,
                 memory=memory_for(a, cal, engine, gpu_gib, kv_dtype), seed=a.seed,
                 temperature=a.temperature, log_every_s=None if a.jobs > 1 else 60,

@@ -181,6 +181,8 @@ def main(a) -> int:
     resolve_sizes(a)
     device = bc.device_for(a)
     model, base, tmp = bc.engine_model(a, device)
+    for name in a.engines:
+        bc.check_engine_options(model, engine_options(a, name, base), name)
     a.lengths, a.output_len_report = draw_lengths(a)
     workload = {k: getattr(a, k) for k in (
         "model", "num_requests", "prompt_len", "output_len", "mean_output_len", "sigma",
