@@ -115,6 +115,7 @@ def main(a) -> int:
     device = bc.device_for(a)
     dtype = bc.torch_dtype(a.dtype, device)
     model, base_opts, tmp = bc.engine_model(a, device)
+    bc.check_engine_options(model, _engine_options(a, base_opts), "zipage" if a.budget else "full")
     checkpoint = None if model in SHAPES else model  # HF loads the same weights from a folder
     hf_cfg = hf_baseline.hf_config_for(model)
     workload = dict(model=a.model if not a.cpu_smoke else "tiny-qwen3 (cpu smoke)",
