@@ -30,6 +30,7 @@ def main(cfg) -> None:
     from tasks.evaluate import ConfigError, evaluate
     from tasks.report import report
     from zipage.models.hub import ModelNotFoundError
+    from zipage.models.loader import HostMemoryError
 
     from tasks.model_choice import stated_keys
 
@@ -37,7 +38,7 @@ def main(cfg) -> None:
     try:
         summary = evaluate(cfg, *run_folder(hydra_cfg),
                            stated=stated_keys(hydra_cfg.overrides.task))
-    except (ConfigError, DataError, ModelNotFoundError) as e:
+    except (ConfigError, DataError, ModelNotFoundError, HostMemoryError) as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:  # finished samples are already on disk

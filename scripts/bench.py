@@ -109,7 +109,13 @@ def main(argv: list[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         refuse_unknown(parser, args.subcommand, unknown)
-    return load(args.subcommand).main(args) or 0
+    from zipage.models.hub import ModelNotFoundError
+    from zipage.models.loader import HostMemoryError
+    try:
+        return load(args.subcommand).main(args) or 0
+    except (ModelNotFoundError, HostMemoryError) as e:  # the message says what to do
+        print(f"error: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -206,3 +206,14 @@ def test_engine_options_the_engine_refuses_fail_before_any_engine_runs(argv, say
     assert r.returncode == 1 and r.stderr.strip().splitlines()[-1] == f"error: {says}"
     assert "Traceback" not in r.stderr
     assert "== environment" not in r.stdout and "tok/s" not in r.stdout  # nothing ran
+
+
+def test_a_model_too_large_for_the_host_is_one_error_line(monkeypatch, capsys):
+    """`bench long` on a CPU machine with the default qwen3-8b shape: the sizes and what to do,
+    exit 1, no traceback."""
+    import zipage.models.loader as loader
+    monkeypatch.setattr(loader, "available_host_bytes", lambda: 10 * 10**9)
+    assert bench.main(["long", "--engines", "full", "--num-requests", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: qwen3-8b: its weights take 32.8 GB in float32, more than the "
+                          "10.0 GB") and err.count("\n") == 1

@@ -219,6 +219,8 @@ def main(a) -> int:
     model_name, base, tmp = bc.engine_model(a, device)
     if device.type == "cpu":
         base["kv_cache_tokens"] = 4096
+    for text in a.configs:  # a bad last config fails now, not after the others were timed
+        bc.check_engine_options(model_name, runner_options(a, *parse_config(text), base), text)
     workload = {k: getattr(a, k) for k in (
         "model", "configs", "budget_blocks", "max_num_seqs", "max_num_batched_tokens",
         "max_model_len", "temperature", "warmup", "sync_reps", "reps", "sustain_s", "scoring",

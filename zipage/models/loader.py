@@ -80,6 +80,10 @@ def available_host_bytes() -> int | None:
     return None
 
 
+class HostMemoryError(MemoryError):
+    """The model's weights do not fit the host's available memory (checked before allocating)."""
+
+
 def check_fits_in_host_memory(spec: ModelSpec, dtype: torch.dtype, tp: TPGroup,
                               name: str) -> None:
     """On the CPU, weights larger than the host's available memory fail here, with the sizes,
@@ -92,7 +96,7 @@ def check_fits_in_host_memory(spec: ModelSpec, dtype: torch.dtype, tp: TPGroup,
         shapes = CausalLM(spec, tp)
     need = sum(p.numel() for p in shapes.parameters()) * dtype.itemsize * tp.size
     if need > available:
-        raise MemoryError(
+        raise HostMemoryError(
             f"{name}: its weights take {need / 1e9:.1f} GB in {str(dtype).split('.')[-1]}, more "
             f"than the {available / 1e9:.1f} GB of memory available on this host. Run it on a "
             f"GPU, or pick a smaller model (the default smollm2-135m runs on the CPU; the "
