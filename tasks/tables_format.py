@@ -59,7 +59,7 @@ def footnotes(df: pd.DataFrame) -> list[str]:
 
 
 def markdown(df: pd.DataFrame, tables) -> str:
-    lines = [f"# Results ({len(df)} runs)", "",
+    lines = [f"# Results ({len(df)} run{'' if len(df) == 1 else 's'})", "",
              "pass@1 ± stderr across problems; mean retained = pass@1 / Full KV's, averaged "
              "over tasks; mean agreement = agreement with Full KV (below), averaged over tasks. "
              "Throughput: output tok/s (speedup over Full KV, same sweep).", "",
