@@ -106,13 +106,24 @@ def unused_budget_note(cfg, stated) -> tuple[str, ...]:
             f"every token (one run folder serves every budget)",)
 
 
+def greedy_samples_note(cfg) -> tuple[str, ...]:
+    """n > 1 at temperature 0: every sample of a problem takes the same greedy path."""
+    n = cfg.sampling.n
+    if cfg.sampling.temperature > 0 or n <= 1:
+        return ()
+    return (f"note: sampling.n={n} at temperature 0 (greedy): a problem's {n} samples take the "
+            f"same path (up to rounding), so pass@1 is n=1's and maj@k adds nothing; "
+            f"sampling.n=1 costs 1/{n} of the tokens",)
+
+
 def evaluate(cfg, run_dir: str | None = None, runs_root: str | None = None,
              stated=None) -> dict:
     """One job, by its plan (tasks/plan.py). `run_dir` None: <runs_root>/<task>/<model>/<what
     ran>; `runs_root` None: results_dir (a multirun job passes its sweep folder); `stated`:
     the keys the command line set."""
     plan = make_plan(cfg, run_dir, runs_root, stated=stated)
-    for note in plan.clamps + plan.notes + unused_budget_note(plan.cfg, stated):
+    for note in (plan.clamps + plan.notes + unused_budget_note(plan.cfg, stated)
+                 + greedy_samples_note(plan.cfg)):
         print(note, file=sys.stderr if note.startswith("warning") else sys.stdout, flush=True)
     sibling = sibling_note(plan)
     if sibling:
