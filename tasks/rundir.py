@@ -97,9 +97,10 @@ def _remove_made(run_dir: str, top: str) -> None:
         path = os.path.dirname(path)
 
 
-def check_folder(run_dir: str, new: dict, parts=tuple(ident.WHAT)) -> None:
+def check_folder(run_dir: str, new: dict, parts=tuple(ident.WHAT), cfg=None) -> None:
     """Refuse to add samples to (or score) a folder whose samples came from another
-    identity (the `parts` of it both know)."""
+    identity (the `parts` of it both know); with the new effective `cfg`, changed settings
+    are named key by key from the folder's config.yaml."""
     old_meta = ident.read_meta(run_dir)
     has_samples = os.path.exists(os.path.join(run_dir, SAMPLES))
     if old_meta is None or "identity" not in old_meta:
@@ -109,6 +110,11 @@ def check_folder(run_dir: str, new: dict, parts=tuple(ident.WHAT)) -> None:
         return
     old = {k: v for k, v in old_meta["identity"].items() if k in parts}
     changed = ident.differences(old, new)
+    config = os.path.join(run_dir, CONFIG)
+    if changed and cfg is not None and os.path.exists(config) and changed[0].startswith(
+            ident.WHAT["settings"]):
+        keys = ident.changed_keys(OmegaConf.to_container(OmegaConf.load(config)), cfg)
+        changed[0] = f"{ident.WHAT['settings']} ({keys})" if keys else changed[0]
     if changed:
         raise ConfigError(ident.refusal(run_dir, changed))
 

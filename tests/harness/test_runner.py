@@ -103,8 +103,14 @@ def test_a_max_tokens_beyond_the_model_context_is_said(tmp_path, data_dir, engin
 
 def test_a_different_run_in_the_same_folder_is_refused(tmp_path, data_dir, engine):
     runner.evaluate(config(tmp_path, data_dir, "engine=fullkv"), str(tmp_path / "x"))
-    with pytest.raises(runner.ConfigError, match="holds samples of a different run"):
-        runner.evaluate(config(tmp_path, data_dir, "engine=fullkv", "seed=3"), str(tmp_path / "x"))
+    with pytest.raises(runner.ConfigError, match=r"holds samples of a different run; since "
+                       r"they were generated, the engine/sampling/model/task settings \(seed 0 "
+                       r"-> 3, sampling.max_tokens 64 -> 32\) changed"):
+        runner.evaluate(config(tmp_path, data_dir, "engine=fullkv", "seed=3",
+                               "sampling.max_tokens=32"), str(tmp_path / "x"))
+    with pytest.raises(runner.ConfigError, match=r"settings \(engine.budget None -> 512, "
+                       r"engine.name fullkv -> zipage, .*, and \d+ more\) changed"):
+        runner.evaluate(config(tmp_path, data_dir, "budget=512"), str(tmp_path / "x"))
 
 
 def test_malformed_row_reports_its_line(tmp_path, data_dir, engine):
