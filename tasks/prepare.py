@@ -69,7 +69,8 @@ def check_scoring(scoring) -> None:
         raise ConfigError(f"scoring.timeout_s={t} must be a whole number of seconds, at least 1 "
                           "(math-verify's time limits are whole seconds)")
     if scoring.workers < 0:
-        raise ConfigError(f"scoring.workers={scoring.workers} is out of range")
+        raise ConfigError(f"scoring.workers={scoring.workers} is out of range: 0 or more "
+                          f"(0: one per CPU core)")
 
 
 def validate(cfg) -> None:
@@ -86,13 +87,17 @@ def validate(cfg) -> None:
         raise ConfigError(f"budget={e.budget} must be a positive multiple of engine.block_size")
     if e.name.startswith("zipage") and e.budget is None:
         raise ConfigError(f"engine={e.name} needs a budget (use engine=fullkv for Full KV)")
-    for key, ok in [("sampling.n", s.n >= 1), ("sampling.max_tokens", s.max_tokens >= 1),
-                    ("sampling.temperature", s.temperature >= 0),
-                    ("sampling.top_p", 0 < s.top_p <= 1),
-                    ("task.limit", cfg.task.limit is None or cfg.task.limit >= 1),
-                    ("seed", cfg.seed >= 0), ("baseline.retime_problems", b.retime_problems >= 1)]:
+    for key, ok, wanted in [
+            ("sampling.n", s.n >= 1, "1 or more"),
+            ("sampling.max_tokens", s.max_tokens >= 1, "1 or more"),
+            ("sampling.temperature", s.temperature >= 0, "0 or more (0: greedy)"),
+            ("sampling.top_p", 0 < s.top_p <= 1, "in (0, 1]"),
+            ("task.limit", cfg.task.limit is None or cfg.task.limit >= 1,
+             "1 or more (null: every problem)"),
+            ("seed", cfg.seed >= 0, "0 or more"),
+            ("baseline.retime_problems", b.retime_problems >= 1, "1 or more")]:
         if not ok:
-            raise ConfigError(f"{key}={OmegaConf.select(cfg, key)} is out of range")
+            raise ConfigError(f"{key}={OmegaConf.select(cfg, key)} is out of range: {wanted}")
     if (b.only or b.retime) and e.budget is None:
         flag = "baseline.only" if b.only else "baseline.retime"
         raise ConfigError(f"{flag}=true needs a budget run (the Full-KV baseline of a "

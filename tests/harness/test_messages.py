@@ -22,6 +22,9 @@ CASES = [
     (["seed=abc"], "seed=abc is not an integer"),
     (["budget=1e3"], "budget=1e3 is not an integer or null (1e3 reads as 1000.0)"),
     (["engine=zipag"], "unknown engine 'zipag' (did you mean 'zipage'?)"),
+    (["sampling.top_p=0"], "sampling.top_p=0.0 is out of range: in (0, 1]"),
+    (["task.limit=0"], "task.limit=0 is out of range: 1 or more (null: every problem)"),
+    (["scoring.workers=-1"], "scoring.workers=-1 is out of range: 0 or more (0: one per CPU core)"),
 ]
 
 
