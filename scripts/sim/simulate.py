@@ -18,6 +18,7 @@ simulated KV dtype: what a faster decode kernel would give, labelled WHAT-IF in 
 and the JSON, never a prediction.
 """
 import glob
+import os
 
 from scripts import common as bc
 from scripts.arg_types import positive_int, positive_number, temperature
@@ -90,16 +91,25 @@ def add_arguments(p):
                    help="what-if, with --decode-speedup: N decode programs resident per SM")
 
 
-def default_calibration(model: str, folder: str = "results/bench") -> tuple[str, list[str]]:
+CHECKOUT_BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "results", "bench")  # the calibrations this checkout ships
+
+
+def default_calibration(model: str, folder: str | None = None) -> tuple[str, list[str]]:
     """(the calibration simulate uses without --cost, the other ones for `model`): the only
-    step_cost_*_<model>.json in `folder`, else the reference card's (REFERENCE_GPU)."""
+    step_cost_*_<model>.json in `folder`, else the reference card's (REFERENCE_GPU). Without
+    `folder`: ./results/bench if it holds one for `model`, else the checkout's (a command run
+    from another directory still finds the calibrations that come with the code)."""
+    if folder is None:
+        here = "results/bench"
+        folder = here if glob.glob(f"{here}/step_cost_*_{model}.json") else CHECKOUT_BENCH
     paths = sorted(glob.glob(f"{folder}/step_cost_*_{model}.json"))
     reference = f"{folder}/step_cost_{REFERENCE_GPU}_{model}.json"
     chosen = paths[0] if len(paths) == 1 else reference if reference in paths else None
     if chosen is None:
-        raise SystemExit(f"no single calibration for {model} ({paths or 'none found'}): run "
-                         f"`python -m scripts.bench calibrate` on the GPU, pass --cost, or "
-                         f"--fixed-cost for an uncalibrated run")
+        raise SystemExit(f"no single calibration for {model} in {folder} "
+                         f"({paths or 'none found'}): run `python -m scripts.bench calibrate` on "
+                         f"the GPU, pass --cost, or --fixed-cost for an uncalibrated run")
     return chosen, [p for p in paths if p != chosen]
 
 

@@ -2,6 +2,7 @@
 (`bench calibrate`), its validation (`bench simulate --validate`: exact step, preemption and
 compression counts), a refit to the trace, a plain prediction and the paper sweep with plot."""
 import json
+import os
 
 import pytest
 
@@ -208,3 +209,15 @@ def test_several_calibrations_without_the_h200_one_are_refused(tmp_path):
         default_calibration("qwen3-8b", str(tmp_path))
     with pytest.raises(SystemExit, match="none found"):
         default_calibration("llama", str(tmp_path))
+
+
+def test_from_another_directory_the_checkouts_calibrations_are_found(tmp_path, monkeypatch):
+    """`zipage-bench simulate` run outside the checkout said "none found": it looked only in
+    ./results/bench. A ./results/bench holding one for the model still comes first."""
+    from scripts.sim.simulate import CHECKOUT_BENCH, default_calibration
+    monkeypatch.chdir(tmp_path)
+    chosen, _ = default_calibration("qwen3-8b")
+    assert chosen == f"{CHECKOUT_BENCH}/step_cost_h200_qwen3-8b.json" and os.path.exists(chosen)
+    (tmp_path / "results" / "bench").mkdir(parents=True)
+    (tmp_path / "results" / "bench" / "step_cost_a100_qwen3-8b.json").write_text("{}")
+    assert default_calibration("qwen3-8b") == ("results/bench/step_cost_a100_qwen3-8b.json", [])
