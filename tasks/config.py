@@ -43,7 +43,7 @@ class HFCfg:
 class TaskCfg:
     name: str = MISSING                  # a registered task (tasks/base.py registry)
     limit: Optional[int] = None          # first N problems (the whole file is validated)
-    data_file: Optional[str] = None      # inside data_dir; null = the task's file
+    data_file: Optional[str] = None      # in data_dir, else the current directory; null: default
     hf: HFCfg = field(default_factory=HFCfg)
     options: Dict[str, Any] = field(default_factory=dict)  # the task's typed options
 

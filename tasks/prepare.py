@@ -113,9 +113,10 @@ def validate(cfg) -> None:
     if cfg.model.path is not None and checkpoint_error(cfg.model.path):
         raise ConfigError(checkpoint_error(cfg.model.path))
     resolve_data_dir(cfg.data_dir)
-    if cfg.data_dir is None and cfg.task.hf.revision is None:  # fail before loading torch
-        raise DataError(f"task {cfg.task.name}: pass data_dir=... (or ZIPAGE_DATA_DIR), or pin "
-                        f"task.hf.revision to load the Hugging Face copy")
+    if cfg.data_dir is None and cfg.task.data_file is None and cfg.task.hf.revision is None:
+        raise DataError(f"task {cfg.task.name}: pass data_dir=... (or ZIPAGE_DATA_DIR) or "
+                        f"task.data_file=<file.jsonl>, or pin task.hf.revision to load the "
+                        f"Hugging Face copy")  # before torch loads
     try:
         task_from_config(cfg)
     except KeyError as err:
@@ -166,6 +167,9 @@ def effective_config(cfg, cpu: bool):
     eff = copy.deepcopy(cfg)
     OmegaConf.resolve(eff)
     eff.data_dir = resolve_data_dir(eff.data_dir)
+    if eff.data_dir is None and eff.task.data_file is not None:  # a file named on its own
+        eff.task.data_file = os.path.abspath(eff.task.data_file)
+        eff.data_dir = os.path.dirname(eff.task.data_file)
     eff.results_dir = os.path.abspath(eff.results_dir)
     eff.baseline.cache_dir = os.path.abspath(eff.baseline.cache_dir)
     notes = []

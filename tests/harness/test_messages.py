@@ -72,3 +72,16 @@ def test_issue29_report_small_print():
     assert throughput_cell({"output_tokens_per_s": 0.4249, "complete": True}) == "0.42"
     assert throughput_cell({"output_tokens_per_s": 12.34, "complete": True}) == "12.3"
     assert throughput_cell({"output_tokens_per_s": 1234.5, "complete": True}) == "1234"
+
+
+def test_a_data_file_without_data_dir_is_read_from_the_current_directory(tmp_path):
+    """`task.data_file=` alone asked for data_dir= (or a hub revision) and never read it."""
+    (tmp_path / "mine.jsonl").write_text('{"id": "a", "question": "1+1?", "answer": "2"}\n'
+                                         '{"id": "b", "question": "x", "answer": null}\n')
+    env = {k: v for k, v in os.environ.items() if k != "ZIPAGE_DATA_DIR"}
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "run.py"), "task=gsm8k",
+                        "task.data_file=mine.jsonl", "engine.device=cpu",
+                        f"results_dir={tmp_path}/results"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stderr == (
+        f"error: {tmp_path}/mine.jsonl:2: field answer must be a string or a number, got null\n")
