@@ -168,8 +168,7 @@ def effective_config(cfg, cpu: bool):
     OmegaConf.resolve(eff)
     eff.data_dir = resolve_data_dir(eff.data_dir)
     if eff.data_dir is None and eff.task.data_file is not None:  # a file named on its own
-        eff.task.data_file = os.path.abspath(eff.task.data_file)
-        eff.data_dir = os.path.dirname(eff.task.data_file)
+        eff.data_dir = os.getcwd()  # like data_dir, not part of the run's identity
     eff.results_dir = os.path.abspath(eff.results_dir)
     eff.baseline.cache_dir = os.path.abspath(eff.baseline.cache_dir)
     notes = []
