@@ -51,7 +51,8 @@ def generate_run(plan: RunPlan, job: str, retime: list[int] | None = None):
     """Generate the missing samples of one run (and re-time `retime` problems); the caller
     holds its lock. -> (whether samples were generated, the re-timing segment or None)."""
     eff, label, problems = plan.cfg, plan.cfg.engine.name, plan.problems
-    check_folder(plan.run_dir, plan.identity, cfg=plan.cfg)  # known before the model loads
+    check_folder(plan.run_dir, plan.identity, cfg=plan.cfg,  # known before the model loads
+                 device=plan.device)
     done = read_samples(os.path.join(plan.run_dir, SAMPLES)).keys()
     missing = sum(1 for p in problems for i in range(eff.sampling.n) if (p.id, i) not in done)
     if not missing and retime is None:

@@ -122,20 +122,16 @@ def differences(old: dict, new: dict) -> list[str]:
 
 def _flat(tree, prefix: str = "") -> dict:
     if not isinstance(tree, dict):
-        return {prefix: tree}
+        return {prefix[:-1]: tree}
     return {k: v for key, sub in tree.items() for k, v in _flat(sub, f"{prefix}{key}.").items()}
 
 
-def changed_keys(old_cfg: dict, new_cfg) -> str:
-    """The settings keys whose values differ between a folder's config.yaml (`old_cfg`) and
-    the new effective config, as `key old -> new`, the first five of more than six (empty
-    if none of them differ)."""
-    def keys(cfg) -> dict:
-        plain = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else cfg
-        parts = {k: plain.get(k) for k in ("engine", "sampling", "model", "task", "seed")}
-        return {k.rstrip("."): v for k, v in _flat(parts).items()
-                if not (k.startswith("engine.") and k.split(".")[1] in SCHEDULING_ONLY)}
-    old, new = keys(old_cfg), keys(new_cfg)
+def changed_keys(old_eff, old_device: str, new_eff, new_device: str) -> str:
+    """The `settings` keys (the run identity's) that differ between a folder's config.yaml
+    and device (`old_*`) and the new run's, as `key old -> new`, the first five of more than
+    six (empty if none of them differ)."""
+    old, new = (_flat(settings(eff, device))
+                for eff, device in ((old_eff, old_device), (new_eff, new_device)))
     diff = [f"{k} {old.get(k)} -> {new.get(k)}"  # engine.name before engine.compression.*
             for k in sorted(old.keys() | new.keys(), key=lambda k: (k.count("."), k))
             if old.get(k) != new.get(k)]

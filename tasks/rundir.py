@@ -97,10 +97,11 @@ def _remove_made(run_dir: str, top: str) -> None:
         path = os.path.dirname(path)
 
 
-def check_folder(run_dir: str, new: dict, parts=tuple(ident.WHAT), cfg=None) -> None:
+def check_folder(run_dir: str, new: dict, parts=tuple(ident.WHAT), cfg=None,
+                 device: str | None = None) -> None:
     """Refuse to add samples to (or score) a folder whose samples came from another
-    identity (the `parts` of it both know); with the new effective `cfg`, changed settings
-    are named key by key from the folder's config.yaml."""
+    identity (the `parts` of it both know); with the new run's effective `cfg` and `device`,
+    changed settings are named key by key from the folder's config.yaml and run.json."""
     old_meta = ident.read_meta(run_dir)
     has_samples = os.path.exists(os.path.join(run_dir, SAMPLES))
     if old_meta is None or "identity" not in old_meta:
@@ -113,7 +114,7 @@ def check_folder(run_dir: str, new: dict, parts=tuple(ident.WHAT), cfg=None) -> 
     config = os.path.join(run_dir, CONFIG)
     if changed and cfg is not None and os.path.exists(config) and changed[0].startswith(
             ident.WHAT["settings"]):
-        keys = ident.changed_keys(OmegaConf.to_container(OmegaConf.load(config)), cfg)
+        keys = ident.changed_keys(OmegaConf.load(config), old_meta.get("device"), cfg, device)
         changed[0] = f"{ident.WHAT['settings']} ({keys})" if keys else changed[0]
     if changed:
         raise ConfigError(ident.refusal(run_dir, changed))

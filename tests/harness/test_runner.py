@@ -108,6 +108,10 @@ def test_a_different_run_in_the_same_folder_is_refused(tmp_path, data_dir, engin
                        r"-> 3, sampling.max_tokens 64 -> 32\) changed"):
         runner.evaluate(config(tmp_path, data_dir, "engine=fullkv", "seed=3",
                                "sampling.max_tokens=32"), str(tmp_path / "x"))
+    with pytest.raises(runner.ConfigError, match=r"settings \(sampling.max_tokens 64 -> 32\) "
+                       r"changed"):  # kv_cache_dtype auto is the default (null): not a change
+        runner.evaluate(config(tmp_path, data_dir, "engine=fullkv", "engine.kv_cache_dtype=auto",
+                               "sampling.max_tokens=32"), str(tmp_path / "x"))
     with pytest.raises(runner.ConfigError, match=r"settings \(engine.budget None -> 512, "
                        r"engine.name fullkv -> zipage, .*, and \d+ more\) changed"):
         runner.evaluate(config(tmp_path, data_dir, "budget=512"), str(tmp_path / "x"))
