@@ -55,7 +55,7 @@ class HFSource:
     path: str | None = None
     name: str | None = None
     split: str = "test"
-    revision: str | None = None  # must be a pinned commit: we refuse an unpinned download
+    revision: str | None = None  # a commit; a run pins an unset one (tasks/hub_revision.py)
     columns: dict = field(default_factory=dict)  # hub column -> our field name
 
 

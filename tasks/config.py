@@ -35,7 +35,7 @@ class HFCfg:
     path: Optional[str] = None
     name: Optional[str] = None
     split: Optional[str] = None
-    revision: Optional[str] = None       # a pinned commit; required to load from the hub
+    revision: Optional[str] = None       # a commit; null: the current one, pinned at planning
     columns: Optional[Dict[str, str]] = None  # hub column -> our field
 
 

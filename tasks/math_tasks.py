@@ -90,7 +90,7 @@ class MathTask(Task):
         return {"int_crosscheck_disagreements": disagree} if checked else {}
 
 
-# Hub copies: used only without data_dir, and only at a commit pinned with task.hf.revision.
+# Hub copies: used only without data_dir, at the commit task.hf.revision names (tasks/hub_revision.py).
 register(MathTask("amc23", version=1, hf=HFSource("math-ai/amc23", columns={"question": "problem"})))
 register(MathTask("aime24", version=1, hf=HFSource("math-ai/aime24")))
 register(MathTask("aime25", version=1, hf=HFSource("math-ai/aime25")))

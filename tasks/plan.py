@@ -18,6 +18,7 @@ from omegaconf import OmegaConf, open_dict
 
 from tasks import identity as ident
 from tasks.base import Problem, Task
+from tasks.hub_revision import pin_hub_revision
 from tasks.model_choice import resolve_model
 from tasks.prepare import (ConfigError, check_engine_kwargs, check_scoring, effective_config,
                            engine_kwargs, load_problems, resolved_device, task_from_config,
@@ -32,7 +33,8 @@ MAX_SEED = 2**32 - 1  # zipage.SamplingParams: seed + sample index must fit the 
 class RunPlan:
     cfg: object                  # the effective config (read-only DictConfig)
     clamps: tuple[str, ...]      # the CPU clamps applied, printed once and stored
-    notes: tuple[str, ...]       # what was inferred about the model (tasks/model_choice.py)
+    notes: tuple[str, ...]       # what was inferred: the model (tasks/model_choice.py), the
+                                 # hub commit of the data (tasks/hub_revision.py)
     device: str                  # "cuda" | "cpu"
     model_id: str                # what the engine loads (model.path or a preset name)
     model_label: str             # the folder's and the tables' model name
@@ -100,6 +102,8 @@ def make_plan(cfg, run_dir: str | None = None, runs_root: str | None = None, *,
     device = device or resolved_device(cfg.engine.device)
     eff, notes, model_notes = _settled(cfg, device, stated, stored)
     model_id, kwargs, compression = _engine(eff, notes)  # a bad engine value before any data
+    if stored is None:  # a run folder's config.yaml names its commit
+        model_notes += pin_hub_revision(eff)
     task = task_from_config(eff)
     problems = tuple(load_problems(eff, task))
     if stored is None:

@@ -8,7 +8,7 @@ import os
 
 from omegaconf import OmegaConf
 
-from tasks.base import DataError, HFSource, get_task
+from tasks.base import HFSource, get_task
 from tasks.checkpoint import checkpoint_error
 from tasks.config import unknown_keys
 
@@ -113,10 +113,6 @@ def validate(cfg) -> None:
     if cfg.model.path is not None and checkpoint_error(cfg.model.path):
         raise ConfigError(checkpoint_error(cfg.model.path))
     resolve_data_dir(cfg.data_dir)
-    if cfg.data_dir is None and cfg.task.data_file is None and cfg.task.hf.revision is None:
-        raise DataError(f"task {cfg.task.name}: pass data_dir=... (or ZIPAGE_DATA_DIR) or "
-                        f"task.data_file=<file.jsonl>, or pin task.hf.revision to load the "
-                        f"Hugging Face copy")  # before torch loads
     try:
         task_from_config(cfg)
     except KeyError as err:

@@ -83,8 +83,14 @@ def plan(overrides: list[str]) -> tuple[list[list[str]], list[list[str]]]:
     """(stage 1, stage 2): one baseline-only job per distinct Full-KV baseline, then one job
     per run folder (engine=fullkv ignores the budget: budget=1024,2048 is one run)."""
     stage1, stage2, bases_seen, dirs_seen = [], [], set(), set()
+    from tasks.hub_revision import pinning_override
     for job in expand(overrides):
-        folder, base = job_folders(compose(job), job)
+        cfg = compose(job)
+        pin = pinning_override(cfg)  # a hub job reads the commit its folder is named after
+        if pin:
+            job = job + pin
+            cfg = compose(job)
+        folder, base = job_folders(cfg, job)
         job = [o for o in job if not _key(o).startswith(LAUNCHER)]  # the submitter's business
         if folder in dirs_seen:
             continue
@@ -100,6 +106,7 @@ def checked_plan(overrides: list[str]):
     """(stage 1, stage 2, the first job's config: its launcher settings); ValueError naming
     the fix for an override or a job config run.py would refuse."""
     from hydra.errors import HydraException
+    from tasks.base import DataError
     from tasks.overrides import check_overrides
     from tasks.prepare import ConfigError
     error = check_overrides(overrides)
@@ -108,7 +115,7 @@ def checked_plan(overrides: list[str]):
     try:
         stage1, stage2 = plan(overrides)
         return stage1, stage2, compose(expand(overrides)[0])
-    except (ConfigError, HydraException) as e:
+    except (ConfigError, DataError, HydraException) as e:
         raise ValueError(str(e).splitlines()[0]) from None
 
 

@@ -9,6 +9,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if ROOT not in sys.path:  # run.py and tasks/ live at the repo root
     sys.path.insert(0, ROOT)
 DATA_DIR = os.environ.get("ZIPAGE_DATA_DIR", os.path.join(os.path.dirname(ROOT), "shared", "datasets"))
+# As in .ci/run: a config without data_dir reads it here, never the hub (tests/harness/test_hub.py
+# clears it where the hub path is under test).
+os.environ.setdefault("ZIPAGE_DATA_DIR", DATA_DIR)
 
 import fake_engine  # noqa: E402
 from tasks import evaluate as runner  # noqa: E402

@@ -79,11 +79,15 @@ def test_cpu_run_folder_is_named_after_what_ran(tmp_path, data_dir, engine, monk
 
 
 def test_data_dir_from_env_and_missing_data_source(tmp_path):
+    """No data_dir and no hub (offline, nothing cached): one line saying how to give data."""
     env = {k: v for k, v in os.environ.items() if k != "ZIPAGE_DATA_DIR"}
+    env.update(HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(tmp_path / "hub"))
     cmd = [sys.executable, "run.py", f"results_dir={tmp_path}"]
     t0 = time.monotonic()
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
-    assert p.returncode == 2 and "pass data_dir=" in p.stderr and time.monotonic() - t0 < 5
+    assert p.returncode == 2 and "could not be asked for math-ai/amc23's current commit" in p.stderr
+    assert "pass data_dir=" in p.stderr and time.monotonic() - t0 < 10
+    assert os.listdir(tmp_path) == []  # no folder
     env["ZIPAGE_DATA_DIR"] = "/nonexistent-env-dir"
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
     assert p.returncode == 2 and "data_dir=/nonexistent-env-dir" in p.stderr

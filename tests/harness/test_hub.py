@@ -102,3 +102,85 @@ def test_an_unreachable_hub_is_a_clear_error(name, monkeypatch):
     task = task_from_config(task_config(name))
     with pytest.raises(DataError, match=r"could not load .*@0123abcd.*offline"):
         task.load(None, None, hf=HFSource(path="someone/some-set", revision="0123abcd"))
+
+
+@pytest.fixture
+def hub(monkeypatch, tmp_path):
+    """No data_dir; the hub answers `dataset_info` with commit `hub.sha` (None: unreachable),
+    its cache is empty; `hub.asked` lists the repositories asked for."""
+    import types
+    import huggingface_hub
+    from huggingface_hub import constants
+    from tasks import hub_revision
+    monkeypatch.delenv("ZIPAGE_DATA_DIR", raising=False)
+    monkeypatch.setattr(hub_revision, "_pinned", {})
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub_cache"))
+    state = types.SimpleNamespace(sha="c0ffee0123456789", asked=[])
+
+    def dataset_info(self, repo, **kwargs):
+        state.asked.append(repo)
+        if state.sha is None:
+            raise ConnectionError("Name or service not known")
+        return types.SimpleNamespace(sha=state.sha)
+    monkeypatch.setattr(huggingface_hub.HfApi, "dataset_info", dataset_info)
+    return state
+
+
+def run_config(tmp_path, *overrides):
+    from hydra import compose, initialize_config_dir
+    from tasks.config import register_configs
+    register_configs()
+    with initialize_config_dir(config_dir=os.path.join(ROOT, "configs"), version_base=None):
+        return compose("config", overrides=["task=amc23", f"results_dir={tmp_path}/results",
+                                            "engine.device=cpu", *overrides])
+
+
+def test_a_run_without_data_dir_reads_the_hub_at_its_current_commit_and_names_it(
+        tmp_path, hub, load_calls):
+    from tasks.plan import make_plan
+    cfg = task_config("amc23")
+    hf = hf_source(cfg, task_from_config(cfg))
+    repo = hub_copy(os.path.join(DATA, "amc23.jsonl"), tmp_path / "amc23", None, hf.split,
+                    hf.columns)
+    plan = make_plan(run_config(tmp_path, f"task.hf.path={repo}"))
+    assert plan.cfg.task.hf.revision == hub.sha and hub.asked == [repo]
+    assert load_calls == [(repo, None, "test", hub.sha)]
+    assert len(plan.problems) == 4  # the CPU clamp of task.limit
+    assert [n for n in plan.notes if n.startswith("data:")] == [
+        f"data: {repo} from the Hugging Face hub at its current commit, {hub.sha} "
+        f"(task.hf.revision={hub.sha} pins it)"]
+    typed = make_plan(run_config(tmp_path, f"task.hf.path={repo}", f"task.hf.revision={hub.sha}"))
+    assert typed.run_dir == plan.run_dir  # the same folder as the pinned command
+    assert typed.baseline.run_dir == plan.baseline.run_dir
+
+
+def test_an_unreachable_hub_falls_back_to_the_cached_copy(hub):
+    from huggingface_hub import constants
+    from tasks.hub_revision import current_commit
+    hub.sha = None
+    ref = os.path.join(constants.HF_HUB_CACHE, "datasets--math-ai--amc23", "refs", "main")
+    os.makedirs(os.path.dirname(ref))
+    with open(ref, "w") as f:
+        f.write("feedface\n")
+    commit, note = current_commit("math-ai/amc23", "amc23")
+    assert commit == "feedface" and "the cached copy (the hub: ConnectionError)" in note
+
+
+def test_no_data_dir_no_hub_and_no_cached_copy_says_how_to_give_data(tmp_path, hub):
+    from tasks.plan import make_plan
+    hub.sha = None
+    with pytest.raises(DataError, match=r"amc23: no data_dir, and the Hugging Face hub could "
+                       r"not be asked for math-ai/amc23's current commit \(ConnectionError: "
+                       r"Name or service not known\); pass data_dir=\.\.\."):
+        make_plan(run_config(tmp_path))
+    assert not os.path.exists(tmp_path / "results")
+
+
+def test_a_hub_sweep_pins_every_job_to_the_commit_its_folders_are_named_after(hub):
+    from tasks import sweep
+    stage1, stage2 = sweep.plan(["hydra/launcher=slurm", "task=amc23,aime24", "budget=1024,2048"])
+    pin = f"task.hf.revision={hub.sha}"
+    assert stage1 == [["task=amc23", "budget=1024", pin, "baseline.only=true"],
+                      ["task=aime24", "budget=1024", pin, "baseline.only=true"]]
+    assert [job[-1] for job in stage2] == [pin] * 4
+    assert hub.asked == ["math-ai/amc23", "math-ai/aime24"]  # once per repository
