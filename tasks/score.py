@@ -13,6 +13,7 @@ is scored again first if its summary was made under another scoring identity.
 """
 from __future__ import annotations
 
+import glob
 import os
 import sys
 
@@ -36,9 +37,16 @@ def check_run_folder(run_dir: str) -> None:
     if not os.path.isdir(run_dir):
         raise NotARunFolder(f"no run folder at {run_dir}")
     missing = [f for f in (CONFIG, META) if not os.path.exists(os.path.join(run_dir, f))]
-    if missing:
-        raise NotARunFolder(f"{run_dir} is not a run folder: {' and '.join(missing)} missing "
-                            f"(run.py writes them when the run's first samples are generated)")
+    if not missing:
+        return
+    inside = sorted(os.path.relpath(os.path.dirname(p)) for p in
+                    glob.glob(os.path.join(run_dir, "**", META), recursive=True))
+    if inside:  # results/<task>: the user meant the runs in it
+        shown = ", ".join(inside[:3]) + (f" and {len(inside) - 3} more" if len(inside) > 3 else "")
+        raise NotARunFolder(f"{run_dir} is not a run folder but holds {len(inside)}: {shown}; "
+                            f"score one at a time (python -m tasks.score <run folder>)")
+    raise NotARunFolder(f"{run_dir} is not a run folder: {' and '.join(missing)} missing "
+                        f"(run.py writes them when the run's first samples are generated)")
 
 
 def folder_plan(run_dir: str, timeout: float | None = None):

@@ -83,6 +83,20 @@ def test_score_reports_a_missing_folder_without_a_traceback(tmp_path):
     assert "Traceback" not in p.stderr
 
 
+def test_score_on_a_folder_of_runs_names_the_runs_in_it(tmp_path, data_dir, engine, capsys,
+                                                         monkeypatch):
+    from tasks.score import main
+    for budget in (256, 512):
+        runner.evaluate(config(tmp_path, data_dir, f"budget={budget}"),
+                        str(tmp_path / "runs" / "amc23" / f"zipage-b{budget}"))
+    capsys.readouterr()
+    monkeypatch.chdir(tmp_path)
+    assert main(["runs"]) == 2
+    assert capsys.readouterr().err == (
+        "error: runs is not a run folder but holds 2: runs/amc23/zipage-b256, "
+        "runs/amc23/zipage-b512; score one at a time (python -m tasks.score <run folder>)\n")
+
+
 def test_score_refuses_a_timeout_or_worker_count_that_cannot_score(tmp_path, data_dir, engine,
                                                                    capsys):
     from tasks.score import main
