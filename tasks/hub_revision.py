@@ -12,15 +12,19 @@ _pinned: dict[str, str] = {}  # repo -> commit, asked once per process
 
 
 def cached_commit(repo: str) -> str | None:
-    """The commit of the copy in the local hub cache (what HF_HUB_OFFLINE=1 reads), if any."""
+    """The commit of a copy in the local hub cache, if any: the one `main` last named, else
+    the snapshot fetched last (a download at a commit records no `main`)."""
     from huggingface_hub import constants
-    ref = os.path.join(constants.HF_HUB_CACHE, "datasets--" + repo.replace("/", "--"),
-                       "refs", "main")
+    folder = os.path.join(constants.HF_HUB_CACHE, "datasets--" + repo.replace("/", "--"))
     try:
-        with open(ref) as f:
+        with open(os.path.join(folder, "refs", "main")) as f:
             return f.read().strip() or None
     except OSError:
-        return None
+        pass
+    snapshots = os.path.join(folder, "snapshots")
+    found = sorted(os.scandir(snapshots), key=lambda e: e.stat().st_mtime) \
+        if os.path.isdir(snapshots) else []
+    return found[-1].name if found else None
 
 
 def current_commit(repo: str, task: str) -> tuple[str, str]:

@@ -166,6 +166,19 @@ def test_an_unreachable_hub_falls_back_to_the_cached_copy(hub):
     assert commit == "feedface" and "the cached copy (the hub: ConnectionError)" in note
 
 
+def test_a_copy_fetched_at_a_commit_is_found_without_a_main_ref(hub):
+    """A run downloads at its pinned commit, which leaves snapshots/<commit> and no refs/main:
+    offline, the last snapshot fetched is the copy."""
+    from huggingface_hub import constants
+    from tasks.hub_revision import current_commit
+    hub.sha = None
+    snapshots = os.path.join(constants.HF_HUB_CACHE, "datasets--math-ai--aime24", "snapshots")
+    for age, commit in ((100, "older"), (0, "newer")):
+        os.makedirs(os.path.join(snapshots, commit))
+        os.utime(os.path.join(snapshots, commit), (1e9 - age, 1e9 - age))
+    assert current_commit("math-ai/aime24", "aime24")[0] == "newer"
+
+
 def test_no_data_dir_no_hub_and_no_cached_copy_says_how_to_give_data(tmp_path, hub):
     from tasks.plan import make_plan
     hub.sha = None
