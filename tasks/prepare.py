@@ -95,7 +95,12 @@ def validate(cfg) -> None:
             ("task.limit", cfg.task.limit is None or cfg.task.limit >= 1,
              "1 or more (null: every problem)"),
             ("seed", cfg.seed >= 0, "0 or more"),
-            ("baseline.retime_problems", b.retime_problems >= 1, "1 or more")]:
+            ("baseline.retime_problems", b.retime_problems >= 1, "1 or more"),
+            *((f"cpu.{key}", cfg.cpu[key] >= 1, "1 or more (a CPU run's clamp)")
+              for key in ("max_tokens", "n", "limit", "budget", "max_model_len")),
+            ("cpu.block_size", cfg.cpu.block_size >= 16
+             and not cfg.cpu.block_size & (cfg.cpu.block_size - 1),
+             "a power of two, 16 or more (a CPU run's clamp)")]:
         if not ok:
             raise ConfigError(f"{key}={OmegaConf.select(cfg, key)} is out of range: {wanted}")
     if (b.only or b.retime) and e.budget is None:

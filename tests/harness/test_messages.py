@@ -25,6 +25,10 @@ CASES = [
     (["sampling.top_p=0"], "sampling.top_p=0.0 is out of range: in (0, 1]"),
     (["task.limit=0"], "task.limit=0 is out of range: 1 or more (null: every problem)"),
     (["scoring.workers=-1"], "scoring.workers=-1 is out of range: 0 or more (0: one per CPU core)"),
+    (["cpu.limit=0"], "cpu.limit=0 is out of range: 1 or more (a CPU run's clamp)"),  # ran 0
+    (["cpu.max_tokens=-5"], "cpu.max_tokens=-5 is out of range: 1 or more (a CPU run's clamp)"),
+    (["cpu.block_size=24"],
+     "cpu.block_size=24 is out of range: a power of two, 16 or more (a CPU run's clamp)"),
 ]
 
 
