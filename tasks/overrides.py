@@ -69,6 +69,55 @@ def value_error(key: str, value, text: str) -> str | None:
     return None
 
 
+def mapping_key(path: str) -> tuple[str, str] | None:
+    """(the free-form mapping holding dotted `path`, the key in it), or None."""
+    schema, parts = Config, path.split(".")
+    for i, part in enumerate(parts[:-1]):
+        tp = typing.get_type_hints(schema).get(part)
+        if tp is None or not (is_mapping(tp) or dataclasses.is_dataclass(tp)):
+            return None
+        if is_mapping(tp):
+            return ".".join(parts[:i + 1]), parts[i + 1]
+        schema = tp
+    return None
+
+
+def default_choice(group: str) -> str:
+    """The preset configs/config.yaml's defaults list picks for `group`."""
+    for entry in OmegaConf.load(os.path.join(CONFIG_DIR, "config.yaml")).defaults:
+        if isinstance(entry, dict) or OmegaConf.is_dict(entry):
+            if group in entry:
+                return entry[group]
+    raise KeyError(group)
+
+
+def mapping_key_error(path: str, tasks_named: list[str]) -> str | None:
+    """Why `path` names no key of task.options (of each task named, else the default task)
+    or engine.compression. Hydra would answer a misspelled one with "use +key=", and `+`
+    with the close match only once the run starts."""
+    found = mapping_key(path)
+    if found is None:
+        return None
+    mapping, key = found
+    if mapping == "task.options":
+        from tasks.base import get_task
+        for name in tasks_named or [default_choice("task")]:
+            try:
+                fields = [f.name for f in dataclasses.fields(type(get_task(name).options))]
+            except KeyError:
+                return None  # an unknown task: named by the task= check
+            if key not in fields:
+                return (f"unknown option task.options.{key} for task {name}"
+                        f"{close_match(key, fields)}; valid: {', '.join(fields)}")
+    elif mapping == "engine.compression":
+        from zipage.compression.config import CompressionConfig
+        valid = sorted(f.name for f in dataclasses.fields(CompressionConfig))
+        if key not in valid:
+            return (f"unknown compression option engine.compression.{key}"
+                    f"{close_match(key, valid)}; valid: {', '.join(valid)}")
+    return None
+
+
 def group_options(group: str) -> list[str]:
     """The presets of a config group: configs/<group>/*.yaml."""
     folder = os.path.join(CONFIG_DIR, group)
@@ -82,6 +131,7 @@ def check_overrides(argv: list[str]) -> str | None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
     parser = OverridesParser.create()
+    tasks_named, mapping_keys = [], []
     for arg in argv:
         if arg.startswith("-") or "=" not in arg:
             continue  # Hydra's own flags (-m, --cfg job, ...)
@@ -101,12 +151,18 @@ def check_overrides(argv: list[str]) -> str | None:
                 if name not in options:
                     return (f"unknown {key} {name!r}{close_match(name, options)}; "
                             f"available: {', '.join(options)}")
+            tasks_named += texts if key == "task" else []
             continue
         err = schema_error(key)
         if err:
             return err
+        mapping_keys.append(key)
         for value, text in zip(values, texts):
             err = value_error(key, value, text)
             if err:
                 return err
+    for key in mapping_keys:  # once every task= is known
+        err = mapping_key_error(key, tasks_named)
+        if err:
+            return err
     return None

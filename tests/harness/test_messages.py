@@ -26,6 +26,11 @@ CASES = [
     (["task.limit=0"], "task.limit=0 is out of range: 1 or more (null: every problem)"),
     (["scoring.workers=-1"], "scoring.workers=-1 is out of range: 0 or more (0: one per CPU core)"),
     (["cpu.limit=0"], "cpu.limit=0 is out of range: 1 or more (a CPU run's clamp)"),  # ran 0
+    # Hydra said "use +task.options.instructions=x", and the + form named the typo later
+    (["task.options.instructions=x"], "unknown option task.options.instructions for task amc23 "
+                                      "(did you mean 'instruction'?)"),
+    (["engine.compression.redundancy_wieght=0.5"], "unknown compression option "
+     "engine.compression.redundancy_wieght (did you mean 'redundancy_weight'?)"),
     (["cpu.max_tokens=-5"], "cpu.max_tokens=-5 is out of range: 1 or more (a CPU run's clamp)"),
     (["cpu.block_size=24"],
      "cpu.block_size=24 is out of range: a power of two, 16 or more (a CPU run's clamp)"),
@@ -89,3 +94,12 @@ def test_a_data_file_without_data_dir_is_read_from_the_current_directory(tmp_pat
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and p.stderr == (
         f"error: {tmp_path}/mine.jsonl:2: field answer must be a string or a number, got null\n")
+
+
+def test_a_task_option_is_checked_against_every_task_of_a_sweep():
+    from tasks.overrides import check_overrides
+    assert check_overrides(["task=livecodebench", "+task.options.release=release_v5"]) is None
+    assert check_overrides(["task=livecodebench,amc23", "+task.options.release=release_v5"]) \
+        .startswith("unknown option task.options.release for task amc23")
+    assert check_overrides(["+task.options.thinking=true"]) is None  # the default task, amc23
+    assert check_overrides(["engine=snapkv", "engine.compression.pooling_mode=max"]) is None
