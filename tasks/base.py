@@ -57,6 +57,7 @@ class HFSource:
     split: str = "test"
     revision: str | None = None  # a commit; a run pins an unset one (tasks/hub_revision.py)
     columns: dict = field(default_factory=dict)  # hub column -> our field name
+    answer_rule: str | None = None  # how its answer column holds the answer (tasks/hub_answers.py)
 
 
 def close_match(word: str, choices) -> str:

@@ -37,6 +37,7 @@ class HFCfg:
     split: Optional[str] = None
     revision: Optional[str] = None       # a commit; null: the current one, pinned at planning
     columns: Optional[Dict[str, str]] = None  # hub column -> our field
+    answer_rule: Optional[str] = None    # after_hashes | boxed | none (tasks/hub_answers.py)
 
 
 @dataclass

@@ -9,6 +9,7 @@ import os
 from typing import Any
 
 from tasks.base import DataError, HFSource
+from tasks.hub_answers import gold_answer
 
 
 def _kind(value: Any) -> str:
@@ -96,8 +97,10 @@ def read_jsonl(path: str, required: tuple[str, ...]) -> list[dict]:
     return rows
 
 
-def read_hub(hf: HFSource, task: str, required: tuple[str, ...]) -> list[dict]:
-    """Every row of the pinned Hugging Face copy, validated (needs network and `datasets`)."""
+def read_hub(hf: HFSource, task: str, required: tuple[str, ...],
+             answer_field: str | None = None) -> list[dict]:
+    """Every row of the pinned Hugging Face copy, validated (needs network and `datasets`);
+    `answer_field` holds the bare answer, as in the local copies (tasks/hub_answers.py)."""
     if not hf.path or not hf.revision:
         raise DataError(
             f"task {task!r}: no data directory given (data_dir=... or ZIPAGE_DATA_DIR) and no "
@@ -116,6 +119,8 @@ def read_hub(hf: HFSource, task: str, required: tuple[str, ...]) -> list[dict]:
     for i, rec in enumerate(ds):
         row = {hf.columns.get(k, k): v for k, v in rec.items()}
         where = f"{hf.path}@{hf.revision} row {i}"
+        if isinstance(row.get(answer_field), (str, float)):
+            row[answer_field] = gold_answer(row[answer_field], hf.answer_rule, where)
         row = check_row(row, required, where)
         row["id"] = row_id(row, i, where)
         ids.add(row["id"], where, f"row {i}")

@@ -59,9 +59,12 @@ def settings(eff, device: str, compression: dict | None = None) -> dict:
     decode = engine.pop("fp8_decode", None)  # the default's keys stay those of before
     if decode not in (None, "f16"):  # e4m3 MMAs round P like bf16: other samples
         engine["fp8_decode"] = decode
+    task = OmegaConf.to_container(eff.task, resolve=True)
+    if task.get("hf", {}).get("answer_rule", 0) is None:  # unset: folders named before the
+        del task["hf"]["answer_rule"]  # key existed stay the same
     out = {"engine": engine, "sampling": OmegaConf.to_container(eff.sampling, resolve=True),
            "model": OmegaConf.to_container(eff.model, resolve=True),
-           "task": OmegaConf.to_container(eff.task, resolve=True), "seed": eff.seed,
+           "task": task, "seed": eff.seed,
            "device": device}
     if eff.engine.budget is not None and compression is not None:
         out["resolved_compression"] = compression

@@ -33,7 +33,8 @@ class MathTask(Task):
             rows = read_jsonl(where, fields)
         else:
             hf = hf or self.hf
-            where, rows = f"{hf.path}@{hf.revision}", read_hub(hf, self.name, fields)
+            where = f"{hf.path}@{hf.revision}"
+            rows = read_hub(hf, self.name, fields, answer_field=self.answer_field)
         problems = check_unique(self.name, [self.to_problem(r) for r in rows], where)
         return problems[:limit] if limit is not None else problems
 
@@ -92,8 +93,10 @@ class MathTask(Task):
 
 # Hub copies: used only without data_dir, at the commit task.hf.revision names (tasks/hub_revision.py).
 register(MathTask("amc23", version=1, hf=HFSource("math-ai/amc23", columns={"question": "problem"})))
-register(MathTask("aime24", version=1, hf=HFSource("math-ai/aime24")))
+register(MathTask("aime24", version=1, hf=HFSource("math-ai/aime24", columns={"solution": "answer"},
+                                                   answer_rule="boxed")))
 register(MathTask("aime25", version=1, hf=HFSource("math-ai/aime25")))
 register(MathTask("math500", version=1, hf=HFSource("HuggingFaceH4/MATH-500",
                                                     columns={"unique_id": "id"})))
-register(MathTask("gsm8k", version=1, question_field="question", hf=HFSource("openai/gsm8k", "main")))
+register(MathTask("gsm8k", version=1, question_field="question",
+                  hf=HFSource("openai/gsm8k", "main", answer_rule="after_hashes")))

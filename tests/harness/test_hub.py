@@ -27,13 +27,16 @@ def task_config(name):
         return compose("config", overrides=[f"task={name}", f"data_dir={DATA}"])
 
 
-def hub_copy(jsonl: str, repo, subset: str | None, split: str, columns: dict) -> str:
-    """A local dataset repository shaped like the hub's: parquet files, hub column names."""
+def hub_copy(jsonl: str, repo, subset: str | None, split: str, columns: dict,
+             shape=None) -> str:
+    """A local dataset repository shaped like the hub's: parquet files, hub column names;
+    `shape` turns a local row into the hub's row (its columns as the hub holds them)."""
     import pandas as pd
     with open(jsonl, encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]
     to_hub = {ours: hub for hub, ours in columns.items()}
-    frame = pd.DataFrame(rows).rename(columns=to_hub)
+    frame = pd.DataFrame([shape(r) for r in rows] if shape else rows)
+    frame = frame.rename(columns=to_hub) if shape is None else frame
     folder = subset or "data"
     os.makedirs(repo / folder)
     frame.to_parquet(repo / folder / f"{split}-00000-of-00001.parquet", index=False)
@@ -41,6 +44,24 @@ def hub_copy(jsonl: str, repo, subset: str | None, split: str, columns: dict) ->
         (repo / "README.md").write_text(f"---\nconfigs:\n- config_name: {subset}\n  data_files:\n"
                                         f"  - split: {split}\n    path: {folder}/{split}-*\n---\n")
     return str(repo)
+
+
+# Each hub copy's columns as the hub holds them, from a local row (the local copies hold the
+# bare answer: ../shared/datasets/README.md).
+HUB_ROWS = {
+    # openai/gsm8k: question and the worked solution ending in "#### N" (the local `solution`)
+    "gsm8k": lambda r: {"question": r["question"], "answer": r["solution"]},
+    # math-ai/aime24: no answer column; `solution` is "\boxed{N}"
+    "aime24": lambda r: {"id": int(r["source_id"]), "problem": r["problem"],
+                         "solution": f"\\boxed{{{r['answer']}}}", "url": r["url"]},
+    # math-ai/amc23: `question`; answers as floats, as the source of the local copy wrote them
+    "amc23": lambda r: {"id": int(r["source_id"]), "question": r["problem"],
+                        "answer": float(r["answer"]), "url": r["url"]},
+    "aime25": lambda r: {"id": r["id"], "problem": r["problem"], "answer": r["answer"]},
+    "math500": lambda r: {"problem": r["problem"], "solution": r["solution"],
+                          "answer": r["answer"], "subject": r["subject"], "level": r["level"],
+                          "unique_id": r["id"]},
+}
 
 
 @pytest.fixture
@@ -58,18 +79,35 @@ def load_calls(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("name", ["amc23", "aime24", "aime25", "math500", "gsm8k"])
 def test_math_hub_path_yields_the_jsonl_problems(name, tmp_path, load_calls):
+    """The same statements and bare gold answers as the local copy (GSM8K's hub answer is
+    the worked solution: its gold was that whole text), in the same order."""
     cfg = task_config(name)
     task = task_from_config(cfg)
     hf = hf_source(cfg, task)
     local = task.load(DATA, None, data_file=cfg.task.data_file)
     repo = hub_copy(task.data_path(DATA, cfg.task.data_file), tmp_path / name, hf.name, hf.split,
-                    hf.columns)
-    pinned = HFSource(path=repo, name=hf.name, split=hf.split, revision="0123abcd",
-                      columns=hf.columns)
+                    hf.columns, HUB_ROWS[name])
+    pinned = HFSource(**{**hf.__dict__, "path": repo, "revision": "0123abcd"})
     hub = task.load(None, None, hf=pinned)
     assert load_calls == [(repo, hf.name, hf.split, "0123abcd")]
     assert len(hub) == len(local) > 0
-    assert hub == local  # ids, prompts, answers and every extra field
+    assert [(p.prompt, p.answer) for p in hub] == [(p.prompt, p.answer) for p in local]
+    if name in ("aime25", "math500"):  # the hub keeps the local ids
+        assert [p.id for p in hub] == [p.id for p in local]
+
+
+def test_a_hub_copy_whose_answer_column_is_bare_takes_answer_rule_none(tmp_path, load_calls):
+    cfg = task_config("gsm8k")
+    task = task_from_config(cfg)
+    hf = hf_source(cfg, task)
+    repo = hub_copy(task.data_path(DATA, None), tmp_path / "mirror", hf.name, hf.split, {},
+                    lambda r: {"question": r["question"], "answer": r["answer"]})
+    mirror = HFSource(**{**hf.__dict__, "path": repo, "revision": "0123abcd"})
+    with pytest.raises(DataError, match=r"row 0: answer rule 'after_hashes' found no answer in "
+                       r"'18'; .* takes task.hf.answer_rule=none"):
+        task.load(None, None, hf=mirror)
+    bare = task.load(None, None, hf=HFSource(**{**mirror.__dict__, "answer_rule": "none"}))
+    assert [p.answer for p in bare] == [p.answer for p in task.load(DATA, None)]
 
 
 def test_unpinned_hub_load_is_refused(tmp_path, load_calls):
