@@ -8,7 +8,7 @@ import os
 
 from tasks.base import DataError
 
-_pinned: dict[str, str] = {}  # repo -> commit, asked once per process
+_pinned: dict[str, tuple[str, str]] = {}  # repo -> (commit, note), asked once per process
 
 
 def cached_commit(repo: str) -> str | None:
@@ -31,7 +31,7 @@ def current_commit(repo: str, task: str) -> tuple[str, str]:
     """(commit, note): the repository's current commit on the hub, else its cached copy's;
     DataError naming the ways to give data when neither is there."""
     if repo in _pinned:
-        return _pinned[repo], f"data: {repo} from the Hugging Face hub at {_pinned[repo]}"
+        return _pinned[repo]
     try:
         from huggingface_hub import HfApi
         commit, where = HfApi().dataset_info(repo, timeout=15).sha, "its current commit"
@@ -42,9 +42,9 @@ def current_commit(repo: str, task: str) -> tuple[str, str]:
                 f"task {task}: no data_dir, and the Hugging Face hub could not be asked for "
                 f"{repo}'s current commit ({type(e).__name__}: {str(e)[:200]}); pass "
                 f"data_dir=... (or ZIPAGE_DATA_DIR) or task.data_file=<file.jsonl>") from None
-    _pinned[repo] = commit
-    return commit, (f"data: {repo} from the Hugging Face hub at {where}, {commit} "
-                    f"(task.hf.revision={commit} pins it)")
+    _pinned[repo] = commit, (f"data: {repo} from the Hugging Face hub at {where}, {commit} "
+                             f"(task.hf.revision={commit} pins it)")
+    return _pinned[repo]
 
 
 def _unpinned_hub_repo(cfg) -> str | None:

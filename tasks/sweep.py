@@ -82,8 +82,8 @@ def job_folders(cfg, overrides: list[str] = ()) -> tuple[str, str | None]:
 def plan(overrides: list[str]) -> tuple[list[list[str]], list[list[str]]]:
     """(stage 1, stage 2): one baseline-only job per distinct Full-KV baseline, then one job
     per run folder (engine=fullkv ignores the budget: budget=1024,2048 is one run)."""
-    stage1, stage2, bases_seen, dirs_seen = [], [], set(), set()
     from tasks.hub_revision import pinning_override
+    stage1, stage2, bases_seen, dirs_seen = [], [], set(), set()
     for job in expand(overrides):
         cfg = compose(job)
         pin = pinning_override(cfg)  # a hub job reads the commit its folder is named after

@@ -190,6 +190,8 @@ def test_a_run_without_data_dir_reads_the_hub_at_its_current_commit_and_names_it
     typed = make_plan(run_config(tmp_path, f"task.hf.path={repo}", f"task.hf.revision={hub.sha}"))
     assert typed.run_dir == plan.run_dir  # the same folder as the pinned command
     assert typed.baseline.run_dir == plan.baseline.run_dir
+    again = make_plan(run_config(tmp_path, f"task.hf.path={repo}"))  # a run.py -m job
+    assert again.notes == plan.notes and hub.asked == [repo]  # asked once per process
 
 
 def test_an_unreachable_hub_falls_back_to_the_cached_copy(hub):
