@@ -58,3 +58,12 @@ temperature = bounded(finite_number, lambda v: v >= 0, "0 or more (0 = greedy)",
                       "A sampling temperature: finite, 0 or more (0 = greedy).")
 memory_fraction = bounded(finite_number, lambda v: 0 < v <= 1, "a fraction in (0, 1], e.g. 0.9",
                           "A share of the GPU's memory, in (0, 1].")
+
+
+def output_stem(text: str) -> str:
+    """An output path without extension, <stem>.json (or .json.gz) and <stem>.md being
+    written: a trailing extension is dropped (`--out x.json` wrote x.json.json, x.json.md)."""
+    for ext in (".json.gz", ".json", ".md"):
+        if text.endswith(ext) and len(text) > len(ext):
+            return text[:-len(ext)]
+    return text

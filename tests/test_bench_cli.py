@@ -217,3 +217,14 @@ def test_a_model_too_large_for_the_host_is_one_error_line(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: qwen3-8b: its weights take 32.8 GB in float32, more than the "
                           "10.0 GB") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("module", ["nll", "agreement", "domains", "long_generations"])
+def test_a_fidelity_out_path_names_its_stem_with_or_without_an_extension(module):
+    """--out x.json wrote x.json.json and x.json.md."""
+    import argparse
+    import importlib
+    ap = argparse.ArgumentParser()
+    importlib.import_module(f"scripts.fidelity.{module}").add_arguments(ap)
+    for given in ("runs/x", "runs/x.json", "runs/x.md", "runs/x.json.gz"):
+        assert ap.parse_args(["--out", given]).out == "runs/x"

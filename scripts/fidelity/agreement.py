@@ -24,7 +24,7 @@ from types import SimpleNamespace
 
 import torch
 
-from scripts.arg_types import count_or_zero, positive_int, temperature
+from scripts.arg_types import count_or_zero, output_stem, positive_int, temperature
 from scripts.common import environment, invocation
 from scripts.fidelity import agreement_report as ar
 from scripts.fidelity import engine as fe
@@ -57,7 +57,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--threads", type=positive_int, default=1)
-    ap.add_argument("--out", default=str(ROOT / "results/agreement_gsm8k_greedy"))
+    ap.add_argument("--out", type=output_stem, default=str(ROOT / "results/agreement_gsm8k_greedy"),
+                    help="output path without extension (.md and .json are written)")
     ap.add_argument("--cells-dir", default=None)
     ap.add_argument("--report-only", action="store_true",
                     help="grade and tabulate the finished cells; generate nothing")

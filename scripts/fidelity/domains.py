@@ -22,7 +22,7 @@ import os
 import sys
 import time
 
-from scripts.arg_types import positive_int, time_limit
+from scripts.arg_types import output_stem, positive_int, time_limit
 from scripts.common import invocation
 from scripts.fidelity import methods as fm
 from scripts.fidelity.cells import CellStore
@@ -56,7 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default="float32")
     p.add_argument("--workers", type=positive_int, default=1)
     p.add_argument("--max-wall-s", type=time_limit, default=float("inf"))
-    p.add_argument("--out", default="results/fidelity/domains",
+    p.add_argument("--out", type=output_stem, default="results/fidelity/domains",
                    help="output path without extension; cells in <out>_cells/")
     p.add_argument("--report-only", action="store_true")
 

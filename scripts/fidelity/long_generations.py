@@ -23,7 +23,7 @@ import os
 import random
 import statistics
 import time
-from scripts.arg_types import count_or_zero, open_fraction, positive_int, temperature
+from scripts.arg_types import count_or_zero, open_fraction, output_stem, positive_int, temperature
 
 SOURCES = (("amc23", None), ("aime24", None), ("aime25", None), ("math500", 5))
 SPLITS = ("tuning", "test")
@@ -50,7 +50,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=positive_int, default=None,
                    help="first N problems of each source")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--out", required=True, help="output path without extension")
+    p.add_argument("--out", type=output_stem, required=True,
+                   help="output path without extension (.md and .json.gz are written)")
 
 
 def load_problems(data_dir: str, limit: int | None = None) -> list[dict]:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from scripts.arg_types import count_or_zero, positive_int
+from scripts.arg_types import count_or_zero, output_stem, positive_int
 from scripts.common import environment, invocation
 from scripts.fidelity import engine as fe
 from scripts.fidelity import group as fg
@@ -77,7 +77,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--dtype", default="auto", help="engine dtype (auto: bf16 on GPU, fp32 on CPU)")
     ap.add_argument("--threads", type=positive_int, default=1,
                     help="torch CPU threads (1: on a shared machine more threads oversubscribe)")
-    ap.add_argument("--out", default=str(ROOT / "results/fidelity_b256_solutions"),
+    ap.add_argument("--out", type=output_stem,
+                    default=str(ROOT / "results/fidelity_b256_solutions"),
                     help="output path without extension (.md and .json are written)")
     ap.add_argument("--cells-dir", default=None,
                     help="finished cells (default: results/cells/<name of --out>)")
