@@ -92,9 +92,9 @@ def default_choice(group: str) -> str:
 
 
 def mapping_key_error(path: str, tasks_named: list[str]) -> str | None:
-    """Why `path` names no key of task.options (of each task named, else the default task)
-    or engine.compression. Hydra would answer a misspelled one with "use +key=", and `+`
-    with the close match only once the run starts."""
+    """Why `path` names no key of task.options (of each task named, else the default task),
+    engine.compression or engine.extra (the engine's options). Hydra would answer a
+    misspelled one with "use +key=", and `+` with the close match only once the run starts."""
     found = mapping_key(path)
     if found is None:
         return None
@@ -115,6 +115,13 @@ def mapping_key_error(path: str, tasks_named: list[str]) -> str | None:
         if key not in valid:
             return (f"unknown compression option engine.compression.{key}"
                     f"{close_match(key, valid)}; valid: {', '.join(valid)}")
+    elif mapping == "engine.extra":
+        from zipage.config import COMPRESSION_OPTIONS, EngineConfig
+        valid = sorted({f.name for f in dataclasses.fields(EngineConfig)} - {"model"}
+                       | COMPRESSION_OPTIONS)
+        if key not in valid:
+            return (f"unknown engine option engine.extra.{key}{close_match(key, valid)}; "
+                    f"valid: {', '.join(valid)}")
     return None
 
 
