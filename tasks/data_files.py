@@ -70,12 +70,26 @@ class UniqueIds:
         self.where[pid] = line
 
 
+def missing_file(path: str, what: str = "data file") -> DataError:
+    """The error for a data file that is not there: what its folder holds instead, and the
+    hub alternative (a typo in data_dir or task.data_file shows at once)."""
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        held = "no such folder"
+    else:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".jsonl"))
+        held = (f"{folder} holds {', '.join(names[:8])}{' ...' if len(names) > 8 else ''}"
+                if names else f"{folder} holds no .jsonl file")
+    return DataError(f"{what} not found: {path} ({held}); without data_dir and "
+                     f"task.data_file the run reads the Hugging Face copy")
+
+
 def read_jsonl(path: str, required: tuple[str, ...]) -> list[dict]:
     """Every row of a JSON Lines file, validated (errors name the file and 1-based line).
     The whole file is checked, not only the rows a `limit` keeps. A UTF-8 byte-order mark
     at the start is accepted."""
     if not os.path.isfile(path):
-        raise DataError(f"data file not found: {path}")
+        raise missing_file(path)
     rows, ids = [], UniqueIds()
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, 1):

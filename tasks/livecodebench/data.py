@@ -148,7 +148,8 @@ def select(problems: list[LCBProblem], release=None, start_date=None, end_date=N
 def read_file(path: str) -> list[LCBProblem]:
     """All rows of a LiveCodeBench JSONL file (errors name the file and the 1-based line)."""
     if not os.path.isfile(path):
-        raise DataError(f"LiveCodeBench data not found: {path}")
+        from tasks.data_files import missing_file
+        raise missing_file(path, "LiveCodeBench data")
     problems, seen = [], {}
     with open(path, encoding="utf-8-sig") as f:  # a byte-order mark at the start is accepted
         for lineno, line in enumerate(f, 1):

@@ -107,3 +107,16 @@ def test_a_task_option_is_checked_against_every_task_of_a_sweep():
     assert check_overrides(["+engine.extra.enable_prefix_cache=false"]).startswith(
         "unknown engine option engine.extra.enable_prefix_cache (did you mean "
         "'enable_prefix_caching'?)")
+
+
+def test_a_missing_data_file_names_what_its_folder_holds(tmp_path):
+    from tasks.base import DataError
+    from tasks.data_files import read_jsonl
+    (tmp_path / "amc23.jsonl").write_text("")
+    with pytest.raises(DataError) as err:
+        read_jsonl(str(tmp_path / "gsm8k.jsonl"), ("question", "answer"))
+    assert str(err.value) == (f"data file not found: {tmp_path}/gsm8k.jsonl ({tmp_path} holds "
+                              f"amc23.jsonl); without data_dir and task.data_file the run reads "
+                              f"the Hugging Face copy")
+    with pytest.raises(DataError, match=r"\(no such folder\)"):
+        read_jsonl(str(tmp_path / "nope" / "gsm8k.jsonl"), ("question", "answer"))
