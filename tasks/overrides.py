@@ -164,6 +164,7 @@ def check_overrides(argv: list[str]) -> str | None:
         if err:
             return err
         mapping_keys.append(key)
+        tasks_named += texts if key == "task.name" else []
         for value, text in zip(values, texts):
             err = value_error(key, value, text)
             if err:

@@ -102,6 +102,7 @@ def test_a_task_option_is_checked_against_every_task_of_a_sweep():
     assert check_overrides(["task=livecodebench,amc23", "+task.options.release=release_v5"]) \
         .startswith("unknown option task.options.release for task amc23")
     assert check_overrides(["+task.options.thinking=true"]) is None  # the default task, amc23
+    assert check_overrides(["task.name=livecodebench", "+task.options.release=release_v5"]) is None
     assert check_overrides(["engine=snapkv", "engine.compression.pooling_mode=max"]) is None
     assert check_overrides(["+engine.extra.enable_prefix_caching=false"]) is None
     assert check_overrides(["+engine.extra.enable_prefix_cache=false"]).startswith(
