@@ -19,8 +19,7 @@ def after_hashes(text: str) -> str | None:
 
 def boxed(text: str) -> str | None:
     """The content of the last `\\boxed{...}`."""
-    found = last_boxed(text)
-    return found.strip() if found and found.strip() else None
+    return (last_boxed(text) or "").strip() or None
 
 
 RULES = {"after_hashes": after_hashes, "boxed": boxed}

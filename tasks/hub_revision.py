@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import os
 
-from tasks.base import DataError
+from omegaconf import OmegaConf
+
+from tasks.base import DataError, get_task
+from tasks.prepare import hf_source
 
 _pinned: dict[str, tuple[str, str]] = {}  # repo -> (commit, note), asked once per process
 
@@ -49,9 +52,6 @@ def current_commit(repo: str, task: str) -> tuple[str, str]:
 
 def _unpinned_hub_repo(cfg) -> str | None:
     """The dataset repository a run reads from the hub without a pinned commit, else None."""
-    from omegaconf import OmegaConf
-    from tasks.base import get_task
-    from tasks.prepare import hf_source
     if OmegaConf.select(cfg, "data_dir") is not None or cfg.task.data_file is not None \
             or cfg.task.hf.revision:
         return None

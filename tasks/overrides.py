@@ -109,18 +109,13 @@ def mapping_key_error(path: str, tasks_named: list[str]) -> str | None:
             if key not in fields:
                 return (f"unknown option task.options.{key} for task {name}"
                         f"{close_match(key, fields)}; valid: {', '.join(fields)}")
-    elif mapping == "engine.compression":
-        from zipage.compression.config import CompressionConfig
-        valid = sorted(f.name for f in dataclasses.fields(CompressionConfig))
+    elif mapping in ("engine.compression", "engine.extra"):  # the engine's own key sets
+        from zipage.config import COMPRESSION_KEYS, EngineConfig
+        kind, valid = (("compression", COMPRESSION_KEYS) if mapping == "engine.compression"
+                       else ("engine", EngineConfig.options()))
         if key not in valid:
-            return (f"unknown compression option engine.compression.{key}"
-                    f"{close_match(key, valid)}; valid: {', '.join(valid)}")
-    elif mapping == "engine.extra":
-        from zipage.config import COMPRESSION_OPTIONS, EngineConfig
-        valid = sorted({f.name for f in dataclasses.fields(EngineConfig)} - {"model"}
-                       | COMPRESSION_OPTIONS)
-        if key not in valid:
-            return (f"unknown engine option engine.extra.{key}{close_match(key, valid)}; "
+            valid = sorted(valid)
+            return (f"unknown {kind} option {mapping}.{key}{close_match(key, valid)}; "
                     f"valid: {', '.join(valid)}")
     return None
 

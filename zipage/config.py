@@ -6,6 +6,7 @@ import torch
 from zipage.compression.config import CompressionConfig
 
 COMPRESSION_OPTIONS = {f.name for f in fields(CompressionConfig)} - {"observation_window"}
+COMPRESSION_KEYS = COMPRESSION_OPTIONS | {"observation_window"}  # what compression={...} takes
 _DEFAULT_W = CompressionConfig().observation_window
 
 
@@ -52,12 +53,17 @@ class EngineConfig:
     tensor_parallel_size: int = 1  # ranks, one process (and GPU) each; docs/design.md
 
     @classmethod
+    def options(cls) -> set[str]:
+        """The keyword options LLM(model, ...) takes: every field but the model, and the
+        compression switches given flat."""
+        return {f.name for f in fields(cls)} - {"model"} | COMPRESSION_OPTIONS
+
+    @classmethod
     def from_kwargs(cls, model: str, **kwargs) -> "EngineConfig":
-        valid = {f.name for f in fields(cls)} - {"model"}
-        unknown = sorted(set(kwargs) - valid - COMPRESSION_OPTIONS)
+        unknown = sorted(set(kwargs) - cls.options())
         if unknown:
             raise TypeError(f"unknown engine option(s) {', '.join(unknown)}; valid options: "
-                            f"{', '.join(sorted(valid | COMPRESSION_OPTIONS))}")
+                            f"{', '.join(sorted(cls.options()))}")
         flat = {k: kwargs.pop(k) for k in list(kwargs) if k in COMPRESSION_OPTIONS}
         base = kwargs.get("compression", {})
         base = base if isinstance(base, dict) else {
@@ -67,7 +73,7 @@ class EngineConfig:
 
     def __post_init__(self):
         if isinstance(self.compression, dict):
-            unknown = sorted(set(self.compression) - COMPRESSION_OPTIONS - {"observation_window"})
+            unknown = sorted(set(self.compression) - COMPRESSION_KEYS)
             if unknown:
                 raise TypeError(f"unknown compression option(s) {', '.join(unknown)}; valid: "
                                 f"{', '.join(sorted(COMPRESSION_OPTIONS))}")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from tasks.base import DataError
+from tasks.data_files import missing_file
 
 HUB_REPO = "lighteval/code_generation_lite"   # parquet mirror; works with datasets>=4
 MAX_DECODED_BYTES = 1 << 30                      # zlib-bomb guard for private tests
@@ -148,7 +149,6 @@ def select(problems: list[LCBProblem], release=None, start_date=None, end_date=N
 def read_file(path: str) -> list[LCBProblem]:
     """All rows of a LiveCodeBench JSONL file (errors name the file and the 1-based line)."""
     if not os.path.isfile(path):
-        from tasks.data_files import missing_file
         raise missing_file(path, "LiveCodeBench data")
     problems, seen = [], {}
     with open(path, encoding="utf-8-sig") as f:  # a byte-order mark at the start is accepted
